@@ -1,0 +1,57 @@
+# Developer entry points. Everything Python runs from .venv (created by `make venv`); the local control
+# plane (etcd, kube-apiserver, kube-controller-manager) is built from source into .cache/cluster/bin.
+
+SHELL       := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed
+
+.PHONY: help venv cluster test lint demo bench clean distclean
+
+help:
+	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
+	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
+	@echo "make test     - venv + cluster, then pytest"
+	@echo "make lint     - ruff + mypy"
+	@echo "make demo     - run the demo against a local cluster"
+	@echo "make bench    - run every benchmarks/bench_*.py"
+	@echo "make clean    - remove caches of the Python tools; distclean also removes $(VENV) and .cache"
+
+venv: $(VENV_STAMP)
+
+# reinstalled only when pyproject.toml changes
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	@touch $@
+
+# stdlib only, so it needs no venv; prints progress and skips binaries that are up to date
+cluster:
+	$(PYTHON) grouper/devcluster/build.py
+
+test: venv cluster
+	$(VENV)/bin/pytest -q
+
+lint: venv
+	$(VENV)/bin/ruff check grouper tests
+	$(VENV)/bin/mypy grouper
+
+demo: venv cluster
+	$(PY) -m grouper.demo
+
+bench: venv cluster
+	@shopt -s nullglob; files=(benchmarks/bench_*.py); \
+	if [ $${#files[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py yet"; fi; \
+	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f"; done
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) .cache

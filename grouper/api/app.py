@@ -1,0 +1,307 @@
+"""The FastAPI application factory. One port serves health, metrics and the API.
+
+``grouper run --http-bind-address`` (default ``0.0.0.0:8080``, all interfaces) serves this app with uvicorn
+on the controller's asyncio loop. Every endpoint is ``async`` and only reads in-memory state, so it never
+races the controller and never waits on the API server — except ``/workloads/...?live=true``, which reads
+that one workload from the API server.
+
+- ``GET /healthz`` / ``GET /readyz`` — liveness / readiness with each check named (503 when failing).
+- ``GET /metrics`` — Prometheus text format, OpenMetrics when the ``Accept`` header asks for it.
+- ``GET /podgroups`` — managed PodGroups, filtered and paginated; ``GET /podgroups/{ns}/{name}`` — one in full.
+- ``GET /workloads/{ns}/{kind}/{name}`` — the describe tree of one workload.
+- ``GET /definitions`` — loaded Karta definitions with their validation errors.
+- ``GET /docs``, ``GET /openapi.json`` — the schema.
+
+Read-only: GET (and HEAD) only, anything else is 405. With a token file (``AppState.auth_token_file`` or
+``settings.http_auth_token_file``, i.e. ``--http-auth-token-file``) every path except ``/healthz`` and
+``/readyz`` needs ``Authorization: Bearer <token>`` (401 otherwise), so kubelet probes need no token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.exposition import choose_encoder
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from grouper import __version__
+from grouper.api import health
+from grouper.api.adapter import ControllerHealth, controller_live_reader
+from grouper.api.models import (
+    DefinitionList,
+    DefinitionRef,
+    ErrorResponse,
+    HealthResponse,
+    PodGroupDetail,
+    PodGroupList,
+    WorkloadDescribe,
+    WorkloadRef,
+)
+from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
+from grouper.api.security import OPEN_PATHS, BearerAuth
+from grouper.api.selectors import SelectorError, parse_selector
+from grouper.api.state import HealthSnapshot, StateReader, safe_get
+from grouper.api.views import ListFilters, Views, kind_matches
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+
+log = logging.getLogger(__name__)
+
+ALLOWED_METHODS = ("GET", "HEAD")
+LIVE_TIMEOUT = 10.0
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "Missing or wrong bearer token (only with --http-auth-token-file)"},
+    405: {"model": ErrorResponse, "description": "Only GET is allowed"},
+    422: {"model": ErrorResponse, "description": "A query or path parameter is malformed"},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "description": "Unknown object"}}
+
+
+def _error(status: int, detail: str, errors: list[dict[str, Any]] | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    body = ErrorResponse(detail=detail, errors=errors).model_dump(exclude_none=True)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _validation_errors(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
+    errors = []
+    parts = []
+    for e in exc.errors():
+        loc = [str(x) for x in e.get("loc", ())]
+        where = f"{loc[0]} parameter {'.'.join(loc[1:])}" if len(loc) > 1 else ".".join(loc)
+        msg = str(e.get("msg", "invalid"))
+        parts.append(f"{where}: {msg}")
+        errors.append({"loc": loc, "msg": msg, "type": str(e.get("type", ""))})
+    return "; ".join(parts) or "invalid request", jsonable_encoder(errors)
+
+
+def create_app(service_state: Any) -> FastAPI:
+    """The application over ``service_state``: an :class:`AppState`, or any object with some of its
+    attributes (read on every request, so it may still be filling in while the service starts)."""
+    state = StateReader(service_state)
+    token_file = state.token_file()
+    auth = BearerAuth(token_file) if token_file else None
+    views = Views(state)
+    default_health = ControllerHealth(state)
+    app = FastAPI(
+        title="kai-pod-grouper",
+        version=__version__,
+        description=(
+            "Read-only view of a running pod grouper: health, metrics, the PodGroups it manages and why, "
+            "workload describe trees and Karta definitions. GET only."
+            + (" Bearer token required except on /healthz and /readyz." if auth else "")
+        ),
+        docs_url="/docs",
+        redoc_url=None,
+        responses=_ERRORS,
+    )
+    app.state.grouper = service_state
+
+    def snapshot() -> HealthSnapshot:
+        return (state.health_override or default_health)()
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.method not in ALLOWED_METHODS:
+            return _error(405, f"method {request.method} not allowed: this API is read-only (GET)",
+                          headers={"Allow": ", ".join(ALLOWED_METHODS)})
+        if (
+            auth is not None
+            and request.url.path not in OPEN_PATHS
+            and not auth.check(request.headers.get("authorization"))
+        ):
+            return _error(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail, errors = _validation_errors(exc)
+        return _error(422, detail, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    # -------------------------------------------------------------------------------------- health
+
+    def _health(result: HealthResponse) -> JSONResponse:
+        return JSONResponse(result.model_dump(), status_code=200 if result.status == "ok" else 503)
+
+    health_responses: dict[int | str, dict[str, Any]] = {503: {"model": HealthResponse, "description": "Failing"}}
+
+    @app.get("/healthz", response_model=HealthResponse, responses=health_responses, tags=["health"])
+    async def healthz() -> JSONResponse:
+        """Liveness: the event loop serves requests, nothing fatal happened and the workers make progress."""
+        return _health(health.liveness(snapshot(), state.limits))
+
+    @app.get("/readyz", response_model=HealthResponse, responses=health_responses, tags=["health"])
+    async def readyz() -> JSONResponse:
+        """Readiness: pod and PodGroup informers synced, the API server reached recently; role in the body."""
+        return _health(health.readiness(snapshot(), state.limits))
+
+    # -------------------------------------------------------------------------------------- metrics
+
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        tags=["metrics"],
+        responses={
+            200: {
+                "description": "Prometheus text format (OpenMetrics when asked for in Accept)",
+                "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "application/openmetrics-text": {"schema": {"type": "string"}},
+                },
+            }
+        },
+    )
+    async def metrics(request: Request) -> Response:
+        """All ``podgrouper_*`` metrics of this process (its own registry, no process defaults)."""
+        encoder, content_type = choose_encoder(request.headers.get("accept") or "")
+        return Response(encoder(state.registry()), media_type=content_type)
+
+    # -------------------------------------------------------------------------------------- podgroups
+
+    @app.get("/podgroups", response_model=PodGroupList, response_model_exclude_none=True, tags=["podgroups"])
+    async def list_podgroups(
+        namespace: Annotated[str | None, Query(description="Only this namespace")] = None,
+        kind: Annotated[
+            str | None, Query(description="Workload kind: Kind, Kind.group or Kind.version.group (case-insensitive)")
+        ] = None,
+        plugin: Annotated[str | None, Query(description="Grouping plugin name, e.g. jobset, karta, default")] = None,
+        queue: Annotated[str | None, Query(description="spec.queue of the PodGroup")] = None,
+        label_selector: Annotated[
+            str | None,
+            Query(alias="labelSelector", description="On the PodGroup's labels: k=v,k2!=v,k3 in (a,b),k4,!k5"),
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 500,
+        continue_: Annotated[
+            str | None, Query(alias="continue", description="Token from the previous page's `continue`")
+        ] = None,
+    ) -> PodGroupList:
+        """The PodGroups this grouper manages, ordered by namespace and name."""
+        try:
+            selector = parse_selector(label_selector)
+        except SelectorError as e:
+            raise HTTPException(422, f"query parameter labelSelector: {e}") from e
+        fingerprint = query_fingerprint(
+            {"namespace": namespace, "kind": kind, "plugin": plugin, "queue": queue, "labelSelector": label_selector}
+        )
+        after: tuple[str, str] | None = None
+        if continue_:
+            try:
+                after = decode_token(continue_, fingerprint)
+            except TokenError as e:
+                raise HTTPException(422, f"query parameter continue: {e}") from e
+        matches = views.matching_podgroups(ListFilters(namespace, kind, plugin, queue, selector))
+        if after is not None:
+            matches = [m for m in matches if (str(m[0].get("namespace")), str(m[0].get("name"))) > after]
+        page = matches[:limit]
+        objects = state.object_source()
+        items = [views.summary(objects, rec, desired, pods) for rec, desired, pods in page]
+        token = None
+        if len(matches) > limit and items:
+            token = encode_token((items[-1].namespace, items[-1].name), fingerprint)
+        return PodGroupList.model_validate({"items": items, "continue": token})
+
+    @app.get("/podgroups/{namespace}/{name}", response_model=PodGroupDetail, responses=_NOT_FOUND,
+             tags=["podgroups"])
+    async def get_podgroup(
+        namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
+    ) -> PodGroupDetail:
+        """One PodGroup as decided, its sub-groups and pods, and the decision record explaining it."""
+        detail = views.podgroup_detail(namespace, name)
+        if detail is None:
+            raise HTTPException(404, f"PodGroup {namespace}/{name} is not managed by this grouper")
+        return detail
+
+    # -------------------------------------------------------------------------------------- workloads
+
+    @app.get("/workloads/{namespace}/{kind}/{name}", response_model=WorkloadDescribe, tags=["workloads"],
+             responses={**_NOT_FOUND, 502: {"model": ErrorResponse, "description": "Live read failed"}})
+    async def get_workload(
+        namespace: Annotated[str, PathParam()],
+        kind: Annotated[str, PathParam(description="Kind, Kind.group or Kind.version.group")],
+        name: Annotated[str, PathParam()],
+        live: Annotated[bool, Query(description="Read the workload from the API server, not the cache")] = False,
+    ) -> WorkloadDescribe:
+        """The describe tree of one workload (components, instances, pods, PodGroups) from the caches."""
+        candidates = [(av, k) for av, k in views.known_workload_kinds(namespace) if kind_matches(kind, av, k)]
+        if not candidates:
+            raise HTTPException(404, f"no workload kind {kind!r} is known to this grouper in namespace {namespace}")
+        objects = state.object_source()
+        workload: Obj | None = None
+        source = "cache"
+        for av, k in candidates:
+            workload = safe_get(objects, av, k, namespace, name)
+            if workload is not None:
+                break
+        reader = state.live or controller_live_reader(state)
+        if live and reader is not None:
+            for av, k in candidates:
+                try:
+                    fresh = await asyncio.wait_for(reader(av, k, namespace, name), LIVE_TIMEOUT)
+                except Exception as e:  # the API server is the one failing: say so
+                    raise HTTPException(502, f"live read of {k} {namespace}/{name} failed: {e}") from e
+                if fresh is not None:
+                    workload, source = fresh, "live"
+                    break
+        if workload is None:
+            raise HTTPException(404, f"{candidates[0][1]} {namespace}/{name} is not in the grouper's cache")
+        return _describe(views, state, workload, source)
+
+    # -------------------------------------------------------------------------------------- definitions
+
+    @app.get("/definitions", response_model=DefinitionList, tags=["definitions"])
+    async def list_definitions() -> DefinitionList:
+        """Loaded Karta definitions: origin, root GVK, validity and validation errors."""
+        return views.definitions()
+
+    return app
+
+
+def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> WorkloadDescribe:
+    ns, name = o.namespace(workload), o.name(workload)
+    av, kind = str(workload.get("apiVersion") or ""), str(workload.get("kind") or "")
+    pod_recs = views.workload_pods(ns, av, kind, name, o.uid(workload))
+    objects = state.object_source()
+    defn = views.definition_for(av, kind)
+    keys = views.grouping_label_keys(defn)
+    pod_names = sorted({str((r.get("pod") or {}).get("name")) for r in pod_recs})
+    sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
+    pods = [views.pod_info(objects, ns, p, sub_of.get(p), keys) for p in pod_names]
+    pod_groups = sorted({str(r["podGroup"]) for r in pod_recs if r.get("podGroup")})
+    tree: dict[str, Any] | None = None
+    error: str | None = None
+    if defn is not None:
+        pod_objs = [p for p in (safe_get(objects, "v1", "Pod", ns, n) for n in pod_names) if p is not None]
+        try:
+            from grouper.describe import build_describe
+
+            view = build_describe(defn, views.evaluator(defn), workload, pod_objs, file_mode=False)
+            tree = view.to_dict()
+        except Exception as e:  # a definition that cannot describe this object: say why, keep the rest
+            error = f"Karta {defn.name}: {e}"
+    return WorkloadDescribe(
+        workload=WorkloadRef(apiVersion=av, kind=kind, name=name),
+        namespace=ns,
+        source=source,  # type: ignore[arg-type]
+        definition=DefinitionRef(name=defn.name, origin=defn.origin) if defn is not None else None,
+        status=views.workload_status(workload),
+        podGroups=pod_groups,
+        describe=tree,
+        describeError=error,
+        pods=pods,
+    )
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,86 @@
+"""``/healthz`` (liveness) and ``/readyz`` (readiness), computed from a :class:`HealthSnapshot`.
+
+Unlike upstream's plain pings (kai-podgrouper.md §4.4):
+
+``/healthz`` — restart me when failing:
+
+- *event-loop*: the answer itself proves the loop runs (the app is served on the controller's loop, so a
+  blocked loop makes the probe time out);
+- *service*: no fatal condition was reported (``AppState.fatal``);
+- *work-queue*: a worker finished a key within ``worker_stall`` seconds, or there is nothing to do (empty
+  queue, nothing processing), or this replica is a standby (standbys do not reconcile), or the caches are
+  still syncing at start-up.
+
+``/readyz`` — count me as up:
+
+- *informers*: the pod and PodGroup informers finished their first LIST and keep watching;
+- *api-server*: an answer from the API server within ``api_contact`` seconds;
+- *role*: ``leader`` / ``standby`` / ``single`` is reported; a standby with warm caches IS ready.
+
+Both answer 200 ``{"status": "ok"}`` or 503 ``{"status": "failing"}`` with every check and its message.
+"""
+
+from __future__ import annotations
+
+from grouper.api.models import Check, HealthResponse
+from grouper.api.state import HealthLimits, HealthSnapshot
+
+
+def _ago(now: float, then: float) -> str:
+    return f"{max(0.0, now - then):.1f}s ago"
+
+
+def liveness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
+    checks = [Check(name="event-loop", ok=True, message="serving this request")]
+    if s.fatal:
+        checks.append(Check(name="service", ok=False, message=s.fatal))
+    else:
+        checks.append(Check(name="service", ok=True, message="running" if s.started else "starting"))
+    waiting = s.queue_depth + s.processing
+    if not s.started:
+        checks.append(Check(name="work-queue", ok=True, message="starting: caches syncing"))
+    elif s.role == "standby":
+        checks.append(Check(name="work-queue", ok=True, message="standby: workers wait for the leader lease"))
+    elif waiting == 0:
+        checks.append(Check(name="work-queue", ok=True, message="idle: queue empty"))
+    else:
+        since = s.worker_heartbeat if s.worker_heartbeat is not None else s.started_at
+        stalled = s.now - since > limits.worker_stall
+        progress = _ago(s.now, s.worker_heartbeat) if s.worker_heartbeat is not None else "never"
+        msg = f"{s.queue_depth} queued, {s.processing} processing; last worker progress {progress}"
+        if stalled:
+            msg += f" (limit {limits.worker_stall:.0f}s)"
+        checks.append(Check(name="work-queue", ok=not stalled, message=msg))
+    return _response(checks, s)
+
+
+def readiness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
+    checks: list[Check] = []
+    unsynced = sorted(name for name, synced in s.informers.items() if not synced)
+    if s.informer_errors:
+        failed = "; ".join(f"{n}: {e}" for n, e in sorted(s.informer_errors.items()))
+        checks.append(Check(name="informers", ok=False, message=f"informers gave up: {failed}"))
+    elif not s.started or not s.informers:
+        checks.append(Check(name="informers", ok=False, message="starting: caches not synced yet"))
+    elif unsynced:
+        checks.append(Check(name="informers", ok=False, message=f"not synced or not watching: {', '.join(unsynced)}"))
+    else:
+        checks.append(Check(name="informers", ok=True, message=f"synced: {', '.join(sorted(s.informers))}"))
+    if s.last_api_contact is None:
+        checks.append(Check(name="api-server", ok=False, message="API server not reached yet"))
+    else:
+        fresh = s.now - s.last_api_contact <= limits.api_contact
+        msg = f"last answer {_ago(s.now, s.last_api_contact)}"
+        if not fresh:
+            msg += f" (limit {limits.api_contact:.0f}s)"
+        checks.append(Check(name="api-server", ok=fresh, message=msg))
+    checks.append(Check(name="role", ok=True, message=f"{s.role} (a standby replica is ready)"))
+    return _response(checks, s)
+
+
+def _response(checks: list[Check], s: HealthSnapshot) -> HealthResponse:
+    ok = all(c.ok for c in checks)
+    return HealthResponse(status="ok" if ok else "failing", role=s.role, checks=checks)
+
+
+__all__ = ["liveness", "readiness"]

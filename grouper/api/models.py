@@ -1,0 +1,190 @@
+"""Response models of the HTTP API (pydantic), so the OpenAPI schema describes every body exactly.
+
+Field names are camelCase like the Kubernetes objects they describe. Nothing here carries a Secret, an
+environment value or a pod spec: pods appear as name, phase, node and the labels grouping reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["leader", "standby", "single"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+class ErrorResponse(_Model):
+    """Every 4xx body: a sentence saying what was wrong, and for 422 the offending parameters."""
+
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+# ------------------------------------------------------------------------------------------ health
+
+
+class Check(_Model):
+    name: str
+    ok: bool
+    message: str
+
+
+class HealthResponse(_Model):
+    """``/healthz`` and ``/readyz``: ``status`` is ``ok`` or ``failing``; ``checks`` says which check failed."""
+
+    status: Literal["ok", "failing"]
+    role: Role | None = None
+    checks: list[Check]
+
+
+# ------------------------------------------------------------------------------------------ podgroups
+
+
+class WorkloadRef(_Model):
+    apiVersion: str
+    kind: str
+    name: str
+
+
+class DefinitionRef(_Model):
+    name: str
+    origin: str
+
+
+class PodGroupSummary(_Model):
+    name: str
+    namespace: str
+    workload: WorkloadRef
+    plugin: str | None
+    definition: DefinitionRef | None
+    queue: str | None
+    minMember: int | None = None
+    minSubGroup: int | None = None
+    podsAssigned: int
+    workloadStatus: str | None = Field(
+        None, description="Primary status of the workload as its Karta definition maps it (e.g. Running)"
+    )
+
+
+class PodGroupList(_Model):
+    items: list[PodGroupSummary]
+    continue_: str | None = Field(
+        None, alias="continue", description="Opaque token for the next page; absent on the last page"
+    )
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class PodInfo(_Model):
+    """What the API tells about a pod: never its spec, environment or annotations."""
+
+    name: str
+    phase: str | None
+    node: str | None
+    subGroup: str | None
+    labels: dict[str, str] = Field(default_factory=dict, description="Only the labels grouping reads")
+
+
+class SubGroupView(_Model):
+    name: str
+    parent: str | None
+    minMember: int | None
+    minSubGroup: int | None
+    topologyConstraint: dict[str, str] | None
+    required: int | None = Field(None, description="minMember for a leaf, minSubGroup for a mid-level group")
+    present: int = Field(description="Pods assigned to this sub-group (leaf) or child groups present (mid-level)")
+    pods: list[str]
+
+
+class LastError(_Model):
+    reason: str
+    message: str
+    time: str | None = Field(None, description="RFC 3339 time of the failure")
+
+
+class OwnerRefView(_Model):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+
+
+class DecisionRecord(_Model):
+    """Why the PodGroup looks the way it does (the per-PodGroup view of ``Decision.to_record()``)."""
+
+    topOwner: OwnerRefView | None
+    ownerChain: list[OwnerRefView]
+    plugin: str | None
+    definition: DefinitionRef | None
+    provenance: dict[str, str] = Field(description="field -> where its value came from")
+    notes: list[str]
+    lastError: LastError | None
+
+
+class PodGroupDetail(_Model):
+    name: str
+    namespace: str
+    workload: WorkloadRef
+    workloadStatus: str | None
+    podGroup: dict[str, Any] = Field(description="The PodGroup as decided (apiVersion, kind, metadata, spec)")
+    storedResourceVersion: str | None = Field(None, description="resourceVersion of the stored PodGroup, if known")
+    required: int | None = Field(description="spec.minMember (pods) or spec.minSubGroup (sub-groups)")
+    requiredUnit: Literal["pods", "subGroups"]
+    present: int
+    subGroups: list[SubGroupView]
+    pods: list[PodInfo]
+    decision: DecisionRecord
+
+
+# ------------------------------------------------------------------------------------------ workloads
+
+
+class WorkloadDescribe(_Model):
+    workload: WorkloadRef
+    namespace: str
+    source: Literal["cache", "live"]
+    definition: DefinitionRef | None
+    status: str | None
+    podGroups: list[str]
+    describe: dict[str, Any] | None = Field(
+        None, description="The describe tree (grouper.describe) when a Karta definition maps the kind"
+    )
+    describeError: str | None = None
+    pods: list[PodInfo]
+
+
+# ------------------------------------------------------------------------------------------ definitions
+
+
+class GVKView(_Model):
+    group: str
+    version: str
+    kind: str
+
+
+class DefinitionIssue(_Model):
+    field: str
+    message: str
+    expression: str | None = None
+
+
+class DefinitionView(_Model):
+    name: str
+    origin: str
+    gvk: GVKView
+    valid: bool
+    active: bool = Field(description="True when this definition is the one used for its kind")
+    notUsedReason: str | None = Field(None, description="Why an inactive definition is not used")
+    errors: list[DefinitionIssue]
+    warnings: list[DefinitionIssue]
+    resourceVersion: str | None = None
+
+
+class DefinitionList(_Model):
+    items: list[DefinitionView]

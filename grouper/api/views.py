@@ -1,0 +1,507 @@
+"""Turn the controller's records and cached objects into API responses. Pure reads; no I/O.
+
+The decision store keeps, per pod, ``Decision.to_record()`` plus its last error and, per PodGroup, the
+desired object, the pods assigned and the last write error. Pods and workloads come from the caches
+(pods are cached slim: metadata, ``spec.nodeName``, ``status.phase``). Nothing from a pod spec, no
+environment values and no annotation that may carry a whole manifest ever leaves this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from grouper.api.models import (
+    DecisionRecord,
+    DefinitionIssue,
+    DefinitionList,
+    DefinitionRef,
+    DefinitionView,
+    GVKView,
+    LastError,
+    OwnerRefView,
+    PodGroupDetail,
+    PodGroupSummary,
+    PodInfo,
+    SubGroupView,
+    WorkloadRef,
+)
+from grouper.api.selectors import Selector
+from grouper.api.state import ObjectSource, StateReader, safe_get
+from grouper.model import objects as o
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
+
+if TYPE_CHECKING:
+    from grouper.karta import Evaluator, KartaDefinition
+
+# Annotations that can hold a whole manifest (env values included); shown as a placeholder.
+REDACTED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+REDACTED = "(redacted: may contain the full manifest)"
+
+# Pod labels any plugin reads (the queue / node-pool keys come from the config; Karta selectors add theirs).
+GROUPING_LABELS = frozenset(
+    {
+        "project",
+        "priorityClassName",
+        "user",
+        "kai.scheduler/preemptibility",
+        "kai.scheduler/subgroup-name",
+        "jobset.sigs.k8s.io/replicatedjob-name",
+        "jobset.sigs.k8s.io/job-index",
+        "training.kubeflow.org/replica-type",
+        "training.kubeflow.org/replica-index",
+        "training.kubeflow.org/job-name",
+        "training.kubeflow.org/job-role",
+        "ray.io/group",
+        "ray.io/priority-class-name",
+        "leaderworkerset.sigs.k8s.io/group-index",
+        "leaderworkerset.sigs.k8s.io/worker-index",
+        "leaderworkerset.sigs.k8s.io/size",
+        "serving.knative.dev/revision",
+        "spark-app-name",
+        "spark-app-selector",
+        "grove.io/podgang",
+    }
+)
+_LABEL_IN_JQ = re.compile(r"""labels\s*(?:\[\s*"([^"]+)"\s*\]|\.\s*"([^"]+)"|\.([A-Za-z_][A-Za-z0-9_]*))""")
+
+
+@dataclass(frozen=True)
+class ListFilters:
+    namespace: str | None = None
+    kind: str | None = None
+    plugin: str | None = None
+    queue: str | None = None
+    selector: Selector = field(default_factory=Selector)
+
+
+def kind_matches(pattern: str, api_version: str, kind: str) -> bool:
+    """``Kind``, ``Kind.group`` or ``Kind.version.group``, case-insensitive (``pod`` matches core Pods)."""
+    gvk = GVK.from_api_version(api_version, kind)
+    p = pattern.strip().lower()
+    candidates = {kind.lower(), f"{kind}.{gvk.group}".lower(), f"{kind}.{gvk.version}.{gvk.group}".lower()}
+    return p in candidates
+
+
+def _sanitize_object(obj: Obj) -> Obj:
+    meta = dict(obj.get("metadata") or {})
+    ann = meta.get("annotations")
+    if isinstance(ann, dict) and any(k in ann for k in REDACTED_ANNOTATIONS):
+        meta["annotations"] = {k: (REDACTED if k in REDACTED_ANNOTATIONS else v) for k, v in ann.items()}
+    meta.pop("managedFields", None)
+    return {**obj, "metadata": meta}
+
+
+def _desired(rec: dict[str, Any]) -> Obj:
+    """The decided PodGroup object of a PodGroup record (an empty shell when the decision failed)."""
+    d = rec.get("desired")
+    if isinstance(d, dict) and "spec" in d:
+        return d
+    spec = d if isinstance(d, dict) else {}
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": PODGROUP_KIND,
+        "metadata": {"name": rec.get("name", ""), "namespace": rec.get("namespace", "")},
+        "spec": spec,
+    }
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _def_ref(d: Any) -> DefinitionRef | None:
+    if isinstance(d, dict) and d.get("name"):
+        return DefinitionRef(name=str(d["name"]), origin=str(d.get("origin") or ""))
+    return None
+
+
+def _owner_view(r: Any) -> OwnerRefView | None:
+    if not isinstance(r, dict):
+        return None
+    return OwnerRefView(
+        apiVersion=str(r.get("apiVersion") or ""),
+        kind=str(r.get("kind") or ""),
+        name=str(r.get("name") or ""),
+        uid=str(r.get("uid") or ""),
+    )
+
+
+class Views:
+    """Response builders over one :class:`StateReader`. Keeps two small caches (evaluators, statuses)."""
+
+    def __init__(self, state: StateReader, *, cache_size: int = 4096) -> None:
+        self.state = state
+        self._evaluators: dict[int, tuple[KartaDefinition, Evaluator]] = {}
+        self._status: OrderedDict[tuple[str, str, int], str | None] = OrderedDict()
+        self._cache_size = cache_size
+
+    # ------------------------------------------------------------------ Karta
+
+    def definition_for(self, api_version: str, kind: str) -> KartaDefinition | None:
+        reg = self.state.definition_registry()
+        if reg is None:
+            return None
+        try:
+            return reg.resolve(GVK.from_api_version(api_version, kind)).definition
+        except Exception:  # a registry that cannot answer means "no definition"
+            return None
+
+    def evaluator(self, defn: KartaDefinition) -> Evaluator:
+        """The registry's evaluator (cluster definitions run jq in its sandbox), else a local one."""
+        from grouper.karta import Evaluator
+
+        reg = self.state.definition_registry()
+        if reg is not None and hasattr(reg, "evaluator"):
+            ev: Evaluator = reg.evaluator(defn)
+            return ev
+        hit = self._evaluators.get(id(defn))
+        if hit is not None and hit[0] is defn:
+            return hit[1]
+        if len(self._evaluators) > 256:
+            self._evaluators.clear()
+        ev = Evaluator(defn)
+        self._evaluators[id(defn)] = (defn, ev)
+        return ev
+
+    def workload_status(self, workload: Obj | None) -> str | None:
+        """Primary status via the kind's Karta definition, cached per (uid, resourceVersion, definition)."""
+        if workload is None:
+            return None
+        defn = self.definition_for(str(workload.get("apiVersion") or ""), str(workload.get("kind") or ""))
+        if defn is None:
+            return None
+        key = (o.uid(workload), str(o.meta(workload).get("resourceVersion") or ""), id(defn))
+        if key[1] and key in self._status:
+            self._status.move_to_end(key)
+            return self._status[key]
+        try:
+            status: str | None = self.evaluator(defn).status(workload).primary
+        except Exception:  # a definition that cannot evaluate this object has no status to show
+            status = None
+        if key[1]:
+            self._status[key] = status
+            if len(self._status) > self._cache_size:
+                self._status.popitem(last=False)
+        return status
+
+    # ------------------------------------------------------------------ pods
+
+    def grouping_label_keys(self, defn: KartaDefinition | None = None) -> set[str]:
+        cfg = self.state.grouping_config()
+        keys = set(GROUPING_LABELS) | {cfg.queue_label_key, cfg.nodepool_label_key}
+        if defn is not None:
+            for comp in defn.components():
+                sel = comp.pod_selector
+                if sel is None:
+                    continue
+                if sel.component_type is not None:
+                    keys.update(sel.component_type.match_labels)
+                for expr in (
+                    sel.component_type.key_path if sel.component_type else None,
+                    sel.instance_id_path,
+                    sel.replica_key_path,
+                ):
+                    for m in _LABEL_IN_JQ.finditer(expr or ""):
+                        keys.add(next(g for g in m.groups() if g))
+        return keys
+
+    def pod_info(self, objects: ObjectSource, namespace: str, name: str, sub_group: str | None,
+                 label_keys: set[str]) -> PodInfo:
+        pod = safe_get(objects, "v1", "Pod", namespace, name)
+        if pod is None:
+            return PodInfo(name=name, phase=None, node=None, subGroup=sub_group, labels={})
+        labels = {k: v for k, v in o.labels(pod).items() if k in label_keys}
+        phase = o.dig(pod, "status", "phase")
+        node = o.dig(pod, "spec", "nodeName")
+        return PodInfo(
+            name=name,
+            phase=str(phase) if phase else None,
+            node=str(node) if node else None,
+            subGroup=sub_group,
+            labels=labels,
+        )
+
+    # ------------------------------------------------------------------ PodGroups
+
+    @staticmethod
+    def _pods_by_group(pod_records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for rec in pod_records:
+            pg = rec.get("podGroup")
+            ns = (rec.get("pod") or {}).get("namespace")
+            if pg and ns:
+                out.setdefault((str(ns), str(pg)), []).append(rec)
+        return out
+
+    @staticmethod
+    def _workload_ref(desired: Obj, pod_recs: list[dict[str, Any]]) -> WorkloadRef:
+        refs = o.owner_references(desired)
+        src: Any = refs[0] if refs else next((r.get("topOwner") for r in pod_recs if r.get("topOwner")), None)
+        src = src if isinstance(src, dict) else {}
+        return WorkloadRef(
+            apiVersion=str(src.get("apiVersion") or ""), kind=str(src.get("kind") or ""), name=str(src.get("name") or "")
+        )
+
+    @staticmethod
+    def _representative(pod_recs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The newest grouped pod record (its view of the PodGroup is the one written, see core.merge)."""
+        grouped = [r for r in pod_recs if r.get("outcome") == "grouped"] or pod_recs
+        return max(grouped, key=lambda r: (str(r.get("decidedAt") or ""), (r.get("pod") or {}).get("name", "")),
+                   default={})
+
+    def matching_podgroups(self, f: ListFilters) -> list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]:
+        """(record, desired object, pod records) of every managed PodGroup matching ``f``, by (namespace, name).
+
+        Cheap: no Karta evaluation, so pagination can cut before :meth:`summary` does the expensive part.
+        """
+        decisions = self.state.decision_source()
+        by_group = self._pods_by_group(decisions.pods(f.namespace))
+        out = []
+        for rec in decisions.pod_groups(f.namespace):
+            ns, name = str(rec.get("namespace") or ""), str(rec.get("name") or "")
+            desired = _desired(rec)
+            pod_recs = by_group.get((ns, name), [])
+            if f.kind:
+                wl = self._workload_ref(desired, pod_recs)
+                if not kind_matches(f.kind, wl.apiVersion, wl.kind):
+                    continue
+            if f.plugin and self._representative(pod_recs).get("plugin") != f.plugin:
+                continue
+            if f.queue and (desired.get("spec") or {}).get("queue") != f.queue:
+                continue
+            if f.selector and not f.selector.matches(o.labels(desired)):
+                continue
+            out.append((rec, desired, pod_recs))
+        out.sort(key=lambda t: (str(t[0].get("namespace") or ""), str(t[0].get("name") or "")))
+        return out
+
+    def summary(self, objects: ObjectSource, rec: dict[str, Any], desired: Obj,
+                pod_recs: list[dict[str, Any]]) -> PodGroupSummary:
+        ns = str(rec.get("namespace") or "")
+        spec = desired.get("spec") or {}
+        rep = self._representative(pod_recs)
+        wl = self._workload_ref(desired, pod_recs)
+        workload_obj = safe_get(objects, wl.apiVersion, wl.kind, ns, wl.name) if wl.kind else None
+        queue = spec.get("queue")
+        return PodGroupSummary(
+            name=str(rec.get("name") or ""),
+            namespace=ns,
+            workload=wl,
+            plugin=rep.get("plugin"),
+            definition=_def_ref(rep.get("definition")),
+            queue=str(queue) if queue else None,
+            minMember=_int(spec.get("minMember")),
+            minSubGroup=_int(spec.get("minSubGroup")),
+            podsAssigned=len(rec.get("pods") or []),
+            workloadStatus=self.workload_status(workload_obj),
+        )
+
+    def podgroup_detail(self, namespace: str, name: str) -> PodGroupDetail | None:
+        decisions = self.state.decision_source()
+        rec = decisions.pod_group(namespace, name)
+        if rec is None:
+            return None
+        objects = self.state.object_source()
+        desired = _sanitize_object(_desired(rec))
+        spec = desired.get("spec") or {}
+        pod_recs = self._pods_by_group(decisions.pods(namespace)).get((namespace, name), [])
+        rep = self._representative(pod_recs)
+        wl = self._workload_ref(desired, pod_recs)
+        workload_obj = safe_get(objects, wl.apiVersion, wl.kind, namespace, wl.name) if wl.kind else None
+        defn = self.definition_for(wl.apiVersion, wl.kind) if wl.kind else None
+        keys = self.grouping_label_keys(defn)
+
+        sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
+        pod_names = sorted(set(rec.get("pods") or []) | set(sub_of))
+        pods = [self.pod_info(objects, namespace, p, sub_of.get(p), keys) for p in pod_names]
+        sub_groups = self._sub_groups(spec, pods)
+
+        stored = safe_get(objects, PODGROUP_API_VERSION, PODGROUP_KIND, namespace, name)
+        stored_rv = (str(o.meta(stored).get("resourceVersion") or "") or None) if stored is not None else None
+
+        roots = [sg for sg in sub_groups if not sg.parent]
+        if _int(spec.get("minSubGroup")) is not None:
+            required, unit, present = _int(spec.get("minSubGroup")), "subGroups", sum(1 for sg in roots if sg.present)
+        else:
+            required, unit, present = _int(spec.get("minMember")), "pods", len(pods)
+
+        notes = list(dict.fromkeys([*(rep.get("notes") or []), *(rec.get("notes") or [])]))
+        return PodGroupDetail(
+            name=name,
+            namespace=namespace,
+            workload=wl,
+            workloadStatus=self.workload_status(workload_obj),
+            podGroup=desired,
+            storedResourceVersion=stored_rv,
+            required=required,
+            requiredUnit=unit,  # type: ignore[arg-type]
+            present=present,
+            subGroups=sub_groups,
+            pods=pods,
+            decision=DecisionRecord(
+                topOwner=_owner_view(rep.get("topOwner")),
+                ownerChain=[v for v in (_owner_view(r) for r in rep.get("ownerChain") or []) if v is not None],
+                plugin=rep.get("plugin"),
+                definition=_def_ref(rep.get("definition")),
+                provenance={str(k): str(v) for k, v in (rep.get("provenance") or {}).items()},
+                notes=[str(n) for n in notes],
+                lastError=self._last_error(rec, pod_recs),
+            ),
+        )
+
+    @staticmethod
+    def _last_error(rec: dict[str, Any], pod_recs: list[dict[str, Any]]) -> LastError | None:
+        """The newest error of the PodGroup write or of any of its pods' decisions / patches."""
+        candidates: list[tuple[str, str, str]] = []
+        if rec.get("lastError"):
+            candidates.append((str(rec.get("lastErrorTime") or ""), "PodGroupWrite", str(rec["lastError"])))
+        for r in pod_recs:
+            if r.get("lastError"):
+                pod = (r.get("pod") or {}).get("name", "")
+                reason = str(r.get("reason") or "PodError") if r.get("outcome") == "error" else "PodError"
+                candidates.append((str(r.get("lastErrorTime") or ""), reason, f"pod {pod}: {r['lastError']}"))
+        if not candidates:
+            return None
+        when, reason, message = max(candidates)
+        return LastError(reason=reason, message=message, time=when or None)
+
+    @staticmethod
+    def _sub_groups(spec: dict[str, Any], pods: list[PodInfo]) -> list[SubGroupView]:
+        raw = [sg for sg in spec.get("subGroups") or [] if isinstance(sg, dict)]
+        members: dict[str, list[str]] = {}
+        for p in pods:
+            if p.subGroup:
+                members.setdefault(p.subGroup, []).append(p.name)
+        children: dict[str, list[str]] = {}
+        for sg in raw:
+            if sg.get("parent"):
+                children.setdefault(str(sg["parent"]), []).append(str(sg.get("name")))
+
+        def has_pods(name: str, seen: frozenset[str] = frozenset()) -> bool:
+            if name in seen:
+                return False
+            return bool(members.get(name)) or any(has_pods(c, seen | {name}) for c in children.get(name, []))
+
+        out: list[SubGroupView] = []
+        for sg in raw:
+            name = str(sg.get("name") or "")
+            kids = children.get(name, [])
+            min_member, min_sub = _int(sg.get("minMember")), _int(sg.get("minSubGroup"))
+            topo = sg.get("topologyConstraint")
+            out.append(
+                SubGroupView(
+                    name=name,
+                    parent=str(sg["parent"]) if sg.get("parent") else None,
+                    minMember=min_member,
+                    minSubGroup=min_sub,
+                    topologyConstraint={str(k): str(v) for k, v in topo.items()} if isinstance(topo, dict) else None,
+                    required=min_sub if kids else min_member,
+                    present=sum(1 for c in kids if has_pods(c)) if kids else len(members.get(name, [])),
+                    pods=sorted(members.get(name, [])),
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ workloads
+
+    def known_workload_kinds(self, namespace: str) -> list[tuple[str, str]]:
+        """(apiVersion, kind) of every top owner seen in ``namespace`` and every definition's root kind."""
+        seen: dict[tuple[str, str], None] = {}
+        for r in self.state.decision_source().pods(namespace):
+            top = r.get("topOwner")
+            if isinstance(top, dict) and top.get("kind"):
+                seen[(str(top.get("apiVersion") or ""), str(top["kind"]))] = None
+        for rec in self.state.decision_source().pod_groups(namespace):
+            for ref in o.owner_references(_desired(rec)):
+                seen[(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))] = None
+        if self.state.definition_registry() is not None:
+            try:
+                for ld in self.state.definition_registry().all():
+                    g = ld.definition.gvk
+                    if g.kind:
+                        seen[(g.api_version, g.kind)] = None
+            except Exception:  # registry not ready: only what the decisions name
+                pass
+        return list(seen)
+
+    def workload_pods(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> list[dict[str, Any]]:
+        group = GVK.from_api_version(api_version, kind).group
+        out = []
+        for r in self.state.decision_source().pods(namespace):
+            top = r.get("topOwner")
+            if not isinstance(top, dict):
+                continue
+            if (uid and top.get("uid") == uid) or (
+                top.get("kind") == kind
+                and top.get("name") == name
+                and GVK.from_api_version(str(top.get("apiVersion") or ""), kind).group == group
+            ):
+                out.append(r)
+        return out
+
+    # ------------------------------------------------------------------ definitions
+
+    def definitions(self) -> DefinitionList:
+        """Every definition the registry holds (cluster first), plus documents that failed to load."""
+        reg = self.state.definition_registry()
+        if reg is None:
+            return DefinitionList(items=[])
+        items: list[DefinitionView] = []
+        resolutions: dict[GVK, Any] = {}
+        for ld in reg.all():
+            d = ld.definition
+            if d.gvk.kind and d.gvk not in resolutions:
+                try:
+                    resolutions[d.gvk] = reg.resolve(d.gvk)
+                except Exception:  # treat as unresolvable
+                    resolutions[d.gvk] = None
+            res = resolutions.get(d.gvk)
+            active = res is not None and res.definition is d
+            why: str | None = None
+            if not active and res is not None:
+                why = res.skipped.get(d.name) or res.error or "another definition is used for this kind"
+            elif not active:
+                why = "the root component has no kind" if not d.gvk.kind else "not resolvable"
+            items.append(
+                DefinitionView(
+                    name=d.name,
+                    origin=ld.origin,
+                    gvk=GVKView(group=d.gvk.group, version=d.gvk.version, kind=d.gvk.kind),
+                    valid=ld.report.ok,
+                    active=active,
+                    notUsedReason=why,
+                    errors=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
+                            for i in ld.report.errors],
+                    warnings=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
+                              for i in ld.report.warnings],
+                    resourceVersion=d.resource_version,
+                )
+            )
+        failed: list[tuple[str, str, Any]] = []
+        if hasattr(reg, "cluster_errors"):
+            failed += [(name, f"cluster:Karta/{name}", e) for name, e in reg.cluster_errors().items()]
+        failed += [(str(getattr(e, "file", "") or ""), str(getattr(e, "file", "") or "builtin"), e)
+                   for e in getattr(reg, "load_errors", [])]
+        for name, origin, e in failed:
+            items.append(
+                DefinitionView(
+                    name=name,
+                    origin=origin,
+                    gvk=GVKView(group="", version="", kind=""),
+                    valid=False,
+                    active=False,
+                    notUsedReason="cannot be loaded",
+                    errors=[DefinitionIssue(field=str(getattr(e, "field", "") or ""),
+                                            message=str(getattr(e, "message", e)))],
+                    warnings=[],
+                )
+            )
+        return DefinitionList(items=items)
+
+
+__all__ = ["GROUPING_LABELS", "ListFilters", "Views", "kind_matches"]

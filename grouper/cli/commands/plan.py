@@ -1,0 +1,108 @@
+"""``grouper plan``: what PodGroups would the grouper write for these manifests? No cluster needed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from grouper.cli.common import add_grouping_flags, default_definitions_dir, grouping_config
+from grouper.core.grouping import Grouper
+from grouper.core.plan import PlanResult, plan
+from grouper.manifests import ManifestError, load_manifests
+from grouper.model.podgroup import PodGroupMetadata
+
+EXIT_OK, EXIT_POD_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="offline: print the PodGroups the grouper would write for workload and pod manifests",
+        description=(
+            "Run the grouping core over manifests (workloads, intermediate owners, pods, and optionally "
+            "Karta objects, PriorityClasses and the defaults ConfigMap) and print the resulting PodGroups. "
+            "Exit 0 when every handled pod got a decision, 1 when any pod has an error, 2 for unreadable input."
+        ),
+    )
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                   help="manifest file or directory (repeatable; - for stdin)")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
+    add_grouping_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from grouper.karta import DefinitionRegistry, KartaLoadError
+
+    try:
+        manifests = load_manifests(args.filename)
+    except ManifestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    definitions_dir = args.definitions or default_definitions_dir()
+    registry = DefinitionRegistry(definitions_dir)
+    objects = []
+    for m in manifests:
+        if m.obj.get("kind") in {"Karta", "ResourceInterface"}:
+            try:
+                registry.upsert_cluster_object(m.obj)
+            except KartaLoadError as exc:
+                print(f"error: {m.source}: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        else:
+            objects.append(m.obj)
+    config = grouping_config(args)
+    result = plan(objects, Grouper(config, registry))
+    emit(result, args.output)
+    return EXIT_POD_ERRORS if result.errors else EXIT_OK
+
+
+def emit(result: PlanResult, output: str) -> None:
+    data = result.to_json()
+    if output == "json":
+        print(json.dumps(data, indent=2))
+    elif output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+    else:
+        print(render_table(result, data))
+
+
+def render_table(result: PlanResult, data: dict[str, Any]) -> str:
+    """One line per PodGroup, its sub-groups indented under their parents, pods under them."""
+    lines: list[str] = []
+    for merged in result.pod_groups:
+        md = merged.metadata
+        size = f"minSubGroup={md.min_sub_group}" if md.min_sub_group is not None else f"minMember={md.min_member}"
+        plugin = merged.decisions[0].plugin if merged.decisions else "?"
+        lines.append(
+            f"PodGroup {md.namespace}/{md.name}  {size}  queue={md.queue or '-'}  "
+            f"priority={md.priority_class_name or '-'}  owner={md.owner.kind}/{md.owner.name}  plugin={plugin}"
+        )
+        in_sub = {p for sg in md.sub_groups for p in sg.pods}
+        _render_sub_groups(md, None, 1, lines)
+        for d in merged.decisions:
+            if d.pod_name not in in_sub:
+                lines.append(f"  pod {d.pod_name}")
+    skipped = [d for d in result.decisions if d.outcome == "skipped"]
+    for d in skipped:
+        lines.append(f"skipped pod {d.pod_key}: {d.reason} ({d.message})")
+    for d in result.errors:
+        lines.append(f"ERROR pod {d.pod_key}: {d.message}")
+    if not lines:
+        lines.append("no pods found in the input")
+    return "\n".join(lines)
+
+
+def _render_sub_groups(md: PodGroupMetadata, parent: str | None, depth: int, lines: list[str]) -> None:
+    for sg in md.sub_groups:
+        if sg.parent != parent:
+            continue
+        size = f"minSubGroup={sg.min_sub_group}" if sg.min_sub_group is not None else f"minMember={sg.min_member}"
+        topo = f"  topology={sg.topology.topology}" if sg.topology and not sg.topology.is_empty() else ""
+        lines.append(f"{'  ' * depth}sub-group {sg.name}  {size}{topo}")
+        lines.extend(f"{'  ' * (depth + 1)}pod {pod}" for pod in sg.pods)
+        _render_sub_groups(md, sg.name, depth + 1, lines)

@@ -1,0 +1,57 @@
+"""Pieces several subcommands share: grouping flags and where the built-in catalog lives."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from grouper.core.config import GroupingConfig
+
+
+def default_definitions_dir() -> Path | None:
+    """The built-in catalog: ``$GROUPER_DEFINITIONS``, else ``definitions/`` beside the package."""
+    import os
+
+    env = os.environ.get("GROUPER_DEFINITIONS")
+    if env:
+        return Path(env)
+    candidate = Path(__file__).resolve().parents[2] / "definitions"
+    return candidate if candidate.is_dir() else None
+
+
+def add_grouping_flags(parser: argparse.ArgumentParser) -> None:
+    d = GroupingConfig()
+    parser.add_argument("--scheduler-name", default=d.scheduler_name, help="pods to handle (default %(default)s)")
+    parser.add_argument("--queue-label-key", default=d.queue_label_key)
+    parser.add_argument("--nodepool-label-key", default=d.nodepool_label_key)
+    parser.add_argument("--knative-gang-schedule", type=parse_bool, default=d.knative_gang_schedule, metavar="BOOL")
+    parser.add_argument("--generic-karta-fallback", type=parse_bool, default=d.generic_karta_fallback, metavar="BOOL")
+    parser.add_argument("--search-legacy-pg", type=parse_bool, default=d.search_legacy_pg, metavar="BOOL")
+    parser.add_argument("--default-priorities-configmap-name", default="")
+    parser.add_argument("--default-priorities-configmap-namespace", default="")
+    parser.add_argument(
+        "--definitions", type=Path, default=None, metavar="DIR",
+        help="built-in Karta catalog directory (default: the shipped definitions/)",
+    )
+
+
+def grouping_config(args: argparse.Namespace) -> GroupingConfig:
+    return GroupingConfig(
+        scheduler_name=args.scheduler_name,
+        queue_label_key=args.queue_label_key,
+        nodepool_label_key=args.nodepool_label_key,
+        knative_gang_schedule=args.knative_gang_schedule,
+        generic_karta_fallback=args.generic_karta_fallback,
+        search_legacy_pg=args.search_legacy_pg,
+        default_priorities_configmap_name=args.default_priorities_configmap_name,
+        default_priorities_configmap_namespace=args.default_priorities_configmap_namespace,
+    )
+
+
+def parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"true", "1", "yes", "on"}:
+        return True
+    if lowered in {"false", "0", "no", "off"}:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")

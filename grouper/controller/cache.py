@@ -1,0 +1,270 @@
+"""Informer caches for everything grouping reads, and the synchronous ``Lookups`` over them.
+
+``ClusterCache`` owns one informer per GroupVersionKind, started on demand: the first time grouping
+asks for a kind that is not watched, :class:`CacheLookups` raises :class:`NotCached` and records the
+kind; the reconciler then calls :meth:`ClusterCache.ensure` (discovery → LIST → WATCH) and re-queues the
+workload. Kinds the API server does not serve are remembered for a short while; kinds RBAC forbids are
+answered with ``LookupForbidden`` and re-probed every ``forbidden_retry`` seconds.
+
+Lookups never do I/O, so ``Grouper.decide`` stays synchronous and pure, exactly as in ``grouper plan``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from grouper.kube.discovery import Discovery, Resource
+from grouper.kube.informer import Informer, slim_pod, strip_managed_fields
+from grouper.kube.transport import ApiError, KubeClient
+from grouper.model import objects as o
+from grouper.model.errors import GroupingError, LookupForbidden
+from grouper.model.objects import GVK, Obj
+from grouper.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+POD = GVK("", "v1", "Pod")
+NAMESPACE = GVK("", "v1", "Namespace")
+CONFIGMAP = GVK("", "v1", "ConfigMap")
+PRIORITY_CLASS = GVK("scheduling.k8s.io", "v1", "PriorityClass")
+PODGROUP = GVK("scheduling.run.ai", "v2alpha2", "PodGroup")
+KARTA = GVK("run.ai", "v1alpha1", "Karta")
+
+
+class NotCached(GroupingError):
+    """Grouping asked for a kind that is not watched yet. The reconciler starts its informer and retries.
+
+    A ``GroupingError`` so that ``Grouper.decide`` turns it into an error decision quietly; the
+    reconciler recognises the situation from :attr:`CacheLookups.misses`, not from the decision.
+    """
+
+    reason = "NotCached"
+
+    def __init__(self, gvk: GVK) -> None:
+        self.gvk = gvk
+        super().__init__(f"{gvk} is not cached yet")
+
+
+def slim_podgroup(pg: Obj) -> Obj:
+    """PodGroups as cached: no ``status`` (written by the scheduler, never read by us) and no managedFields."""
+    pg = strip_managed_fields(pg)
+    if "status" in pg:
+        pg = {k: v for k, v in pg.items() if k != "status"}
+    return pg
+
+
+@dataclass
+class _KindState:
+    informer: Informer | None = None
+    forbidden_at: float | None = None  # monotonic time of the last 403
+    absent_at: float | None = None  # monotonic time we learnt the kind is not served
+
+
+class ClusterCache:
+    """All informers of one controller. ``on_informer`` is called for every informer started on demand."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        discovery: Discovery,
+        *,
+        scheduler_name: str,
+        pod_label_selector: str = "",
+        namespace_label_selector: str = "",
+        defaults_configmap: tuple[str, str] | None = None,
+        metrics: Metrics | None = None,
+        forbidden_retry: float = 300.0,
+        absent_retry: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.discovery = discovery
+        self.metrics = metrics
+        self.scheduler_name = scheduler_name
+        self.pod_label_selector = pod_label_selector
+        self.namespace_label_selector = namespace_label_selector
+        self.defaults_configmap_ref = defaults_configmap
+        self.forbidden_retry, self.absent_retry = forbidden_retry, absent_retry
+        self.kinds: dict[GVK, _KindState] = {}
+        self.defaults_cm_informer: Informer | None = None
+        self.on_informer: list[Callable[[GVK, Informer], None]] = []
+        self._locks: dict[GVK, asyncio.Lock] = {}
+
+    # ------------------------------------------------------------------ informers
+
+    def informer(self, gvk: GVK) -> Informer | None:
+        st = self.kinds.get(gvk)
+        return st.informer if st else None
+
+    def informers(self) -> list[Informer]:
+        out = [st.informer for st in self.kinds.values() if st.informer is not None]
+        if self.defaults_cm_informer is not None:
+            out.append(self.defaults_cm_informer)
+        return out
+
+    def _new_informer(self, gvk: GVK, res: Resource) -> Informer:
+        if gvk == POD:
+            return Informer(self.client, res, field_selector=f"spec.schedulerName={self.scheduler_name}",
+                            label_selector=self.pod_label_selector or None, transform=slim_pod, metrics=self.metrics)
+        if gvk == PODGROUP:
+            return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
+        if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
+            return Informer(self.client, res, label_selector=self.namespace_label_selector or None,
+                            metrics=self.metrics)
+        return Informer(self.client, res, metrics=self.metrics)
+
+    async def ensure(self, gvk: GVK, *, timeout: float = 60.0) -> str:
+        """Make ``gvk`` cached: ``"ready"``, ``"absent"`` (not served), ``"forbidden"`` or ``"error"``."""
+        lock = self._locks.setdefault(gvk, asyncio.Lock())
+        async with lock:
+            st = self.kinds.setdefault(gvk, _KindState())
+            if st.informer is not None and st.informer.synced.is_set():
+                return "ready"
+            try:
+                res = await self.discovery.resolve(gvk)
+            except ApiError as e:
+                if e.forbidden:
+                    st.forbidden_at = time.monotonic()
+                    return "forbidden"
+                log.warning("discovery of %s failed: %s", gvk, e)
+                return "error"
+            if res is None:
+                st.absent_at = time.monotonic()
+                return "absent"
+            st.absent_at = None
+            if st.informer is None or st.informer.error is not None:
+                st.informer = self._new_informer(gvk, res)
+                for cb in self.on_informer:
+                    cb(gvk, st.informer)
+                st.informer.start()
+            ok = await st.informer.wait_synced(timeout)
+            if ok:
+                st.forbidden_at = None
+                return "ready"
+            if st.informer.error is not None and st.informer.error.forbidden:
+                st.forbidden_at = time.monotonic()
+                st.informer = None
+                return "forbidden"
+            return "error"
+
+    async def start_defaults_configmap(self) -> None:
+        """Watch only the defaults ConfigMap (namespace + name field selector), when both flags are set."""
+        if not self.defaults_configmap_ref:
+            return
+        ns, name = self.defaults_configmap_ref
+        res = await self.discovery.resolve(CONFIGMAP)
+        assert res is not None
+        self.defaults_cm_informer = Informer(self.client, res, namespace=ns, field_selector=f"metadata.name={name}",
+                                             metrics=self.metrics)
+        for cb in self.on_informer:
+            cb(CONFIGMAP, self.defaults_cm_informer)
+        self.defaults_cm_informer.start()
+        if not await self.defaults_cm_informer.wait_synced(60):
+            log.warning("defaults ConfigMap %s/%s cannot be watched: %s", ns, name, self.defaults_cm_informer.error)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(inf.stop() for inf in self.informers()), return_exceptions=True)
+
+    def synced(self, *gvks: GVK) -> bool:
+        for gvk in gvks:
+            inf = self.informer(gvk)
+            if inf is None or not inf.synced.is_set():
+                return False
+        return True
+
+    # ------------------------------------------------------------------ state queries used by lookups
+
+    def state(self, gvk: GVK) -> tuple[str, Informer | None]:
+        """``("ready", inf)``, ``("forbidden", None)``, ``("absent", None)`` or ``("missing", None)``."""
+        st = self.kinds.get(gvk)
+        now = time.monotonic()
+        if st is None:
+            return "missing", None
+        if st.informer is not None and st.informer.synced.is_set():
+            return "ready", st.informer
+        if st.forbidden_at is not None and now - st.forbidden_at < self.forbidden_retry:
+            return "forbidden", None
+        if st.absent_at is not None and now - st.absent_at < self.absent_retry:
+            return "absent", None
+        return "missing", None
+
+    def lookups(self) -> CacheLookups:
+        return CacheLookups(self)
+
+
+def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
+    if not selector:
+        return True
+    have = o.labels(obj)
+    return all(have.get(k) == v for k, v in selector.items())
+
+
+class CacheLookups:
+    """``grouper.core.lookups.Lookups`` over a :class:`ClusterCache`, for one reconcile.
+
+    ``misses`` collects the kinds that were asked for but are not cached (each also raised
+    :class:`NotCached`); ``reads`` the UIDs of every object handed out, so the controller knows which
+    object changes must re-evaluate this workload.
+    """
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.misses: set[GVK] = set()
+        self.reads: set[str] = set()
+
+    def _informer(self, api_version: str, kind: str, namespace: str | None, name: str) -> Informer | None:
+        gvk = GVK.from_api_version(api_version, kind)
+        state, inf = self.cache.state(gvk)
+        if state == "ready":
+            return inf
+        if state == "forbidden":
+            raise LookupForbidden(api_version, kind, namespace, name)
+        if state == "absent":
+            return None
+        self.misses.add(gvk)
+        raise NotCached(gvk)
+
+    def _seen(self, obj: Obj) -> Obj:
+        uid = o.uid(obj)
+        if uid:
+            self.reads.add(uid)
+        return obj
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
+        inf = self._informer(api_version, kind, namespace, name)
+        if inf is None:
+            return None
+        obj = inf.get(namespace if inf.resource.namespaced else None, name)
+        return self._seen(obj) if obj is not None else None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: Mapping[str, str] | None = None,
+    ) -> list[Obj]:
+        inf = self._informer(api_version, kind, namespace, "")
+        if inf is None:
+            return []
+        items = inf.list(namespace if inf.resource.namespaced else None)
+        out = [self._seen(obj) for obj in items if _matches(obj, label_selector)]
+        return sorted(out, key=lambda x: (o.namespace(x), o.name(x)))
+
+    def priority_class_exists(self, name: str) -> bool:
+        if not name:
+            return False
+        try:
+            return self.get(PRIORITY_CLASS.api_version, PRIORITY_CLASS.kind, None, name) is not None
+        except LookupForbidden:
+            return False
+
+    def defaults_configmap(self) -> Obj | None:
+        ref = self.cache.defaults_configmap_ref
+        inf = self.cache.defaults_cm_informer
+        if not ref or inf is None:
+            return None
+        return inf.get(ref[0], ref[1])

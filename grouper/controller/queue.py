@@ -1,0 +1,162 @@
+"""A work queue of keys with client-go semantics, for one asyncio loop.
+
+- **De-duplication**: a key waiting in the queue is held once, however often it is added.
+- **No concurrent processing of one key**: a key added while a worker processes it is marked dirty and
+  handed out again only after :meth:`done` — so a burst of events for one workload costs one extra pass.
+- **Per-key exponential back-off** for failures (:meth:`add_rate_limited`): ``base * 2**n`` capped at
+  ``max_delay`` (1 s … 60 s like upstream's podgrouper), reset by :meth:`forget` after a success.
+- **Delayed adds** keep only the earliest pending time per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from grouper.observability.metrics import Metrics
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """The queue was shut down; workers stop."""
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, *, base_delay: float = 1.0, max_delay: float = 60.0, metrics: Metrics | None = None) -> None:
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.metrics = metrics
+        self._queue: collections.deque[K] = collections.deque()
+        self._dirty: set[K] = set()  # waiting to be processed (in _queue, or re-queued after processing)
+        self._processing: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._delayed: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._shutdown = False
+
+    # ------------------------------------------------------------------ adding
+
+    def add(self, key: K) -> None:
+        if self._shutdown or key in self._dirty:
+            return
+        pending = self._delayed.pop(key, None)
+        if pending is not None:
+            pending[1].cancel()
+        self._dirty.add(key)
+        if key in self._processing:
+            return  # re-queued by done()
+        self._queue.append(key)
+        self._gauge()
+        self._wake()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if self._shutdown:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        when = time.monotonic() + delay
+        pending = self._delayed.get(key)
+        if pending is not None:
+            if pending[0] <= when:
+                return
+            pending[1].cancel()
+        handle = asyncio.get_running_loop().call_later(delay, self._fire, key)
+        self._delayed[key] = (when, handle)
+
+    def _fire(self, key: K) -> None:
+        self._delayed.pop(key, None)
+        self.add(key)
+
+    def add_rate_limited(self, key: K) -> float:
+        """Re-queue after this key's next back-off delay; returns the delay."""
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        delay = min(self.base_delay * (2**n), self.max_delay)
+        if self.metrics is not None:
+            self.metrics.workqueue_retries.inc()
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    # ------------------------------------------------------------------ processing
+
+    async def get(self) -> K:
+        """Wait for a key and mark it processing. Raises :class:`ShutDown` once the queue is shut down."""
+        while not self._queue:
+            if self._shutdown:
+                raise ShutDown()
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled() and self._queue:
+                    self._wake()  # we were woken for a key but will not take it: pass it on
+                raise
+            finally:
+                if fut in self._waiters:
+                    self._waiters.remove(fut)
+        key = self._queue.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        self._gauge()
+        return key
+
+    def done(self, key: K) -> None:
+        """Processing of ``key`` finished; if it was added meanwhile, it goes back in the queue."""
+        self._processing.discard(key)
+        if key in self._dirty and not self._shutdown:
+            self._queue.append(key)
+            self._gauge()
+            self._wake()
+
+    def shutdown(self) -> None:
+        """Stop handing out keys; blocked :meth:`get` calls raise :class:`ShutDown`."""
+        self._shutdown = True
+        for _, handle in self._delayed.values():
+            handle.cancel()
+        self._delayed.clear()
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+
+    # ------------------------------------------------------------------ introspection
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._dirty or key in self._delayed
+
+    @property
+    def processing(self) -> frozenset[K]:
+        return frozenset(self._processing)
+
+    @property
+    def pending_delayed(self) -> int:
+        return len(self._delayed)
+
+    @property
+    def is_shutdown(self) -> bool:
+        return self._shutdown
+
+    def _gauge(self) -> None:
+        if self.metrics is not None:
+            self.metrics.workqueue_depth.set(len(self._queue))
+
+    def _wake(self) -> None:
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                return

@@ -1,0 +1,257 @@
+"""Reconcile one workload: decide every live pod, merge per PodGroup, validate, write, patch pods.
+
+Level-triggered: the input is a key, the state is read from the caches, the output converges the
+cluster; running it twice in a row writes nothing the second time. Failures stay with their
+workload — a PodGroup the API server rejects, a pod whose decision failed — and are reported as
+warning Events (on the pod and on the workload) and in the decision store; the queue backs off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from grouper.controller.cache import POD, CacheLookups, ClusterCache
+from grouper.controller.decisions import DecisionStore
+from grouper.controller.workloads import WorkloadIndex, WorkloadKey
+from grouper.core.decision import Decision
+from grouper.core.grouping import Grouper
+from grouper.core.merge import merge_pod_groups
+from grouper.core.validation import validate_pod_group
+from grouper.kube.transport import ApiError
+from grouper.model import objects as o
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import OwnerRef
+from grouper.observability.logging import log_context
+from grouper.observability.metrics import Metrics
+from grouper.writer.events import EventRecorder, InvolvedObject
+from grouper.writer.podgroups import NotLeader, PodGroupWriter
+from grouper.writer.pods import PodPatcher
+
+log = logging.getLogger(__name__)
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+Status = Literal["ok", "error", "requeue", "not_leader"]
+
+
+@dataclass
+class Result:
+    status: Status
+    errors: list[str] = field(default_factory=list)
+    plugin: str = "none"
+    written: int = 0  # requests that changed something (PodGroups created/updated + pods patched)
+
+
+def is_terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def workload_of_decision(d: Decision, fallback: WorkloadKey) -> WorkloadKey:
+    """The workload a decision belongs to: its top owner, else (no owner walk happened) ``fallback``."""
+    if d.top_owner is None:
+        return fallback
+    return WorkloadKey.of_ref(d.top_owner, d.pod_namespace)
+
+
+def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
+    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
+
+
+def _pod_involved(pod: Obj) -> InvolvedObject:
+    return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        index: WorkloadIndex,
+        grouper: Grouper,
+        writer: PodGroupWriter,
+        patcher: PodPatcher,
+        recorder: EventRecorder,
+        store: DecisionStore,
+        metrics: Metrics,
+        enqueue: Callable[[WorkloadKey], None],
+        namespace_allowed: Callable[[str], bool] = lambda ns: True,
+        pod_patch_concurrency: int = 16,
+    ) -> None:
+        self.cache, self.index, self.grouper = cache, index, grouper
+        self.writer, self.patcher, self.recorder = writer, patcher, recorder
+        self.store, self.metrics = store, metrics
+        self.enqueue = enqueue
+        self.namespace_allowed = namespace_allowed
+        self._patch_sem = asyncio.Semaphore(pod_patch_concurrency)
+
+    async def reconcile(self, wl: WorkloadKey) -> Result:
+        t0 = time.monotonic()
+        try:
+            result = await self._reconcile(wl)
+        except NotLeader:
+            result = Result("not_leader")
+        if result.status != "not_leader":
+            self.metrics.reconciles.labels(result=result.status, plugin=result.plugin).inc()
+            self.metrics.reconcile_duration.observe(time.monotonic() - t0)
+        return result
+
+    # ------------------------------------------------------------------ the steps
+
+    def _live_pods(self, wl: WorkloadKey) -> tuple[list[Obj], int] | None:
+        """Pods to decide (sorted by name) and how many terminal ones were skipped; None if none are left."""
+        pods_inf = self.cache.informer(POD)
+        assert pods_inf is not None
+        live: list[Obj] = []
+        terminal = 0
+        keys = self.index.pods_of(wl)
+        for key in keys:
+            pod = pods_inf.get(*key)
+            if pod is None:
+                self.index.remove_pod(key)
+                self.store.forget_pod(*key)
+            elif is_terminal(pod):
+                terminal += 1
+            elif self.namespace_allowed(key[0]):
+                live.append(pod)
+        if not live and not terminal:
+            return None
+        return sorted(live, key=o.name), terminal
+
+    async def _decide(self, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
+        lookups = self.cache.lookups()
+        out = []
+        for i, pod in enumerate(pods):
+            out.append((pod, self.grouper.decide(pod, lookups)))
+            if i % 64 == 63:
+                await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
+        return out, lookups
+
+    async def _ensure_kinds(self, kinds: set[GVK]) -> bool:
+        """Start informers for kinds grouping asked for; True when every one reached a final state."""
+        results = await asyncio.gather(*(self.cache.ensure(gvk) for gvk in sorted(kinds)))
+        for gvk, res in zip(sorted(kinds), results, strict=True):
+            log.info("informer for %s: %s", gvk, res, extra={"kind": str(gvk)})
+        return all(r != "error" for r in results)
+
+    async def _reconcile(self, wl: WorkloadKey) -> Result:
+        found = self._live_pods(wl)
+        if found is None:
+            self.index.forget(wl)
+            self.store.forget_workload(str(wl))
+            return Result("ok")
+        pods, terminal = found
+        decided, lookups = await self._decide(pods)
+        if lookups.misses:
+            return Result("requeue" if await self._ensure_kinds(lookups.misses) else "error",
+                          [f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"])
+
+        mine: list[tuple[Obj, Decision]] = []
+        deps: set[str] = set(lookups.reads)
+        for pod, d in decided:
+            actual = workload_of_decision(d, wl)
+            if actual != wl:  # the owner chain changed since the pod was indexed
+                self.index.set_pod((o.namespace(pod), o.name(pod)), actual)
+                self.enqueue(actual)
+                continue
+            mine.append((pod, d))
+            deps.add(o.uid(pod))
+            deps.update(str(r.get("uid") or "") for r in o.owner_references(pod))
+            deps.update(ref.uid for ref in d.owner_chain)
+        self.index.set_dependencies(wl, deps)
+        plugin = next((d.plugin for _, d in mine if d.plugin), None) or "none"
+        result = Result("ok", plugin=plugin)
+        if not mine:
+            return result
+
+        workload_ref = next((d.top_owner for _, d in mine if d.top_owner is not None), None)
+        workload_obj = (_involved(workload_ref, wl.namespace) if workload_ref is not None
+                        else _pod_involved(mine[0][0]))
+        pods_by_name = {o.name(p): p for p, _ in mine}
+
+        # 1. decision errors
+        for pod, d in mine:
+            self.store.record_decision(d, str(wl))
+            if d.outcome == "error":
+                self.metrics.decision_errors.labels(reason=d.reason).inc()
+                result.errors.append(d.message)
+                await self._warn(pod, workload_obj, d.message)
+
+        # 2. PodGroups
+        grouped = [d for _, d in mine if d.outcome == "grouped" and d.pod_group is not None]
+        creation = {d.pod_key: str(o.meta(pods_by_name[d.pod_name]).get("creationTimestamp") or "") for d in grouped}
+        merged = merge_pod_groups(grouped, creation)
+        ok_groups: set[str] = set()
+        for m in merged:
+            md = m.metadata
+            pg_pods = [d.pod_name for d in m.decisions]
+            with log_context(podgroup=md.name):
+                errors = validate_pod_group(md)
+                if errors:
+                    msg = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(errors)}"
+                    self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
+                    self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
+                                                operation=None, pods=pg_pods, notes=m.notes, error=msg)
+                    result.errors.append(msg)
+                    await self.recorder.warn(workload_obj, msg)
+                    continue
+                try:
+                    op = await self.writer.apply(md)
+                except ApiError as e:
+                    msg = f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
+                    self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
+                                                operation=None, pods=pg_pods, notes=m.notes, error=msg)
+                    result.errors.append(msg)
+                    await self.recorder.warn(workload_obj, msg)
+                    continue
+            if op != "unchanged":
+                result.written += 1
+                log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
+            self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
+                                        operation=op, pods=pg_pods, notes=m.notes)
+            ok_groups.add(md.name)
+        self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged])
+
+        # 3. pods, concurrently (bounded); only for PodGroups that exist as decided
+        todo = [(pods_by_name[d.pod_name], d) for d in grouped if d.pod_group and d.pod_group.name in ok_groups]
+        outcomes = await asyncio.gather(*(self._patch(pod, d) for pod, d in todo), return_exceptions=True)
+        for (pod, _), out in zip(todo, outcomes, strict=True):
+            if isinstance(out, NotLeader):
+                raise out
+            if isinstance(out, BaseException) and not isinstance(out, ApiError):
+                raise out
+            if isinstance(out, ApiError):
+                msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
+                self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
+                result.errors.append(msg)
+                await self._warn(pod, workload_obj, msg)
+            elif out == "patched":
+                result.written += 1
+
+        if result.errors:
+            result.status = "error"
+        self.store.record_workload(
+            str(wl),
+            pods=len(mine),
+            terminalPods=terminal,
+            podGroups=sorted(ok_groups),
+            plugin=plugin,
+            result=result.status,
+            error="; ".join(result.errors[:3]) if result.errors else None,
+        )
+        return result
+
+    async def _patch(self, pod: Obj, d: Decision) -> Any:
+        assert d.pod_group is not None
+        async with self._patch_sem:
+            res = await self.patcher.ensure(pod, d.pod_group.name, d.sub_group)
+        self.store.record_pod_patched(d.pod_namespace, d.pod_name, res)
+        return res
+
+    async def _warn(self, pod: Obj, workload: InvolvedObject, message: str) -> None:
+        await self.recorder.warn(_pod_involved(pod), message)
+        if workload.uid != o.uid(pod):
+            await self.recorder.warn(workload, message)

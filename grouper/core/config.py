@@ -1,0 +1,19 @@
+"""Settings that change grouping decisions (a subset of the command-line flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GroupingConfig:
+    scheduler_name: str = "kai-scheduler"
+    queue_label_key: str = "kai.scheduler/queue"
+    nodepool_label_key: str = "kai.scheduler/node-pool"
+    knative_gang_schedule: bool = True
+    generic_karta_fallback: bool = True
+    # KAI's legacy-shape paths (pre-existing flat PodGroups) for batch Job, JobSet and Ray.
+    search_legacy_pg: bool = True
+    default_priorities_configmap_name: str = ""
+    default_priorities_configmap_namespace: str = ""
+    extra: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,136 @@
+"""Decide, for one pod, which PodGroup it belongs to. Pure: reads only the pod and the lookups.
+
+The same ``Grouper.decide`` runs in the controller (cache-backed lookups), in ``grouper plan``
+(in-memory lookups over files) and in the tests. Bad input never raises: every problem becomes a
+``Decision`` with ``outcome="error"`` and a message naming the object and the field.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from grouper.core.config import GroupingConfig
+from grouper.core.context import GroupingContext, Plugin
+from grouper.core.decision import Decision
+from grouper.core.hub import PluginHub
+from grouper.core.lookups import Lookups
+from grouper.core.naming import shorten_name
+from grouper.core.owner_chain import resolve_owners
+from grouper.core.validation import validate_pod_group
+from grouper.model import objects as o
+from grouper.model.errors import GroupingError, InvalidPodGroup
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import OwnerRef
+
+if TYPE_CHECKING:
+    from grouper.karta import DefinitionRegistry
+
+log = logging.getLogger(__name__)
+
+SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
+POD_GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+
+
+def _skips(obj: Obj) -> bool:
+    return o.annotations(obj).get(SKIP_ANNOTATION) == "true"
+
+
+class Grouper:
+    def __init__(
+        self,
+        config: GroupingConfig | None = None,
+        definitions: DefinitionRegistry | None = None,
+        native: Mapping[tuple[str, str, str], Plugin] | None = None,
+    ) -> None:
+        from grouper.plugins.default import DefaultGrouper
+
+        if native is None:
+            from grouper.plugins.registry import native_plugins
+
+            native = native_plugins()
+        self.config = config or GroupingConfig()
+        self.definitions = definitions
+        self.hub = PluginHub(
+            native,
+            DefaultGrouper(),
+            definitions,
+            karta_fallback=self.config.generic_karta_fallback,
+        )
+
+    def decide(self, pod: Obj, lookups: Lookups) -> Decision:
+        pod = o.with_pod_typemeta(pod)
+        decision = Decision(o.namespace(pod), o.name(pod), o.uid(pod), "skipped", "")
+        try:
+            self._decide(pod, lookups, decision)
+        except GroupingError as exc:
+            decision.outcome, decision.reason, decision.message = "error", exc.reason, str(exc)
+        except Exception as exc:  # a plugin bug must not take the service down; report it
+            log.exception("unexpected error grouping pod %s", decision.pod_key)
+            decision.outcome, decision.reason = "error", "InternalError"
+            decision.message = f"Pod {decision.pod_key}: internal error in plugin {decision.plugin}: {exc!r}"
+        return decision
+
+    def _decide(self, pod: Obj, lookups: Lookups, d: Decision) -> None:
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        if scheduler != self.config.scheduler_name:
+            d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
+            return
+        if _skips(pod):
+            d.reason, d.message = "SkipAnnotation", f"pod annotation {SKIP_ANNOTATION}=true"
+            return
+        if not o.owner_references(pod) and o.annotations(pod).get(POD_GROUP_ANNOTATION):
+            d.reason = "ExternallyGrouped"
+            d.message = f"ownerless pod already carries {POD_GROUP_ANNOTATION}"
+            return
+        try:
+            chain = resolve_owners(pod, lookups)
+        except GroupingError as exc:
+            if o.meta(pod).get("deletionTimestamp"):
+                # KAI returns success here but still emits a warning (§8 item 2); we skip quietly.
+                d.reason, d.message = "PodDeleting", f"pod is being deleted and its owners are gone: {exc}"
+                return
+            raise
+        d.owner_chain = [OwnerRef.of(owner) for owner in chain.owners]
+        d.top_owner = OwnerRef.of(chain.top_owner)
+        d.notes.extend(chain.notes)
+        if chain.truncated:
+            d.notes.append(f"owner chain truncated: {chain.truncated}")
+        for owner in chain.owners:
+            if _skips(owner):
+                d.reason = "SkipAnnotation"
+                d.message = f"{o.describe(owner)} has annotation {SKIP_ANNOTATION}=true"
+                return
+
+        selection = self.hub.select(GVK.of(chain.top_owner))
+        d.plugin = selection.plugin.name
+        if selection.definition is not None:
+            d.definition, d.definition_origin = selection.definition.name, selection.definition.origin
+        ctx = GroupingContext(
+            pod=pod,
+            top_owner=chain.top_owner,
+            owners=chain.owners,
+            lookups=lookups,
+            config=self.config,
+            native_plugin_for=self.hub.native_for,
+        )
+        md = selection.plugin.metadata(ctx)
+        if md is None:
+            d.reason, d.message = "NotGrouped", f"plugin {d.plugin} left the pod alone"
+            return
+        from grouper.plugins.default import apply_nodepool_label
+
+        apply_nodepool_label(md, pod, self.config)
+        full_name = md.name
+        md.name = shorten_name(md.name)
+        if md.name != full_name:
+            d.notes.append(f"PodGroup name shortened from {len(full_name)} characters: {full_name}")
+        errors = validate_pod_group(md)
+        if errors:
+            raise InvalidPodGroup("; ".join(errors))
+        d.pod_group = md
+        d.sub_group = md.sub_group_of(o.name(pod))
+        d.outcome, d.reason = "grouped", "Grouped"
+        d.message = f"PodGroup {md.name}" + (f", sub-group {d.sub_group}" if d.sub_group else "")

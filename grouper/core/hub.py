@@ -1,0 +1,74 @@
+"""Choose the grouping plugin for a top owner's GroupVersionKind.
+
+Order (kai-podgrouper.md §2.1): native plugin by exact GVK → native plugin registered for any
+version of the group/kind → Karta definition for that exact GVK (a cluster ``Karta`` overrides a
+built-in catalog entry; two cluster Kartas for one GVK is an error for that workload) → default.
+``generic_karta_fallback=False`` turns the Karta step off. "No Karta" is an explicit ``None``,
+never a half-built plugin (KAI's typed-nil hazard, §8 item 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from grouper.core.context import Plugin
+from grouper.model.errors import KartaError
+from grouper.model.objects import GVK
+
+if TYPE_CHECKING:
+    from grouper.karta import DefinitionRegistry, KartaDefinition
+
+WILDCARD = "*"
+
+
+@dataclass
+class Selection:
+    plugin: Plugin
+    definition: KartaDefinition | None = None
+
+
+class PluginHub:
+    def __init__(
+        self,
+        native: Mapping[tuple[str, str, str], Plugin],
+        default: Plugin,
+        definitions: DefinitionRegistry | None = None,
+        karta_fallback: bool = True,
+    ) -> None:
+        self._native = dict(native)
+        self._default = default
+        self._definitions = definitions
+        self._karta_fallback = karta_fallback and definitions is not None
+        self._karta_plugins: dict[tuple[str, str, str | None], Plugin] = {}
+
+    def native_for(self, gvk: GVK) -> Plugin | None:
+        """Exact-GVK native lookup only (what skip-top-owner delegation uses, like KAI)."""
+        return self._native.get((gvk.group, gvk.version, gvk.kind))
+
+    def select(self, gvk: GVK) -> Selection:
+        plugin = self._native.get((gvk.group, gvk.version, gvk.kind)) or self._native.get(
+            (gvk.group, WILDCARD, gvk.kind)
+        )
+        if plugin is not None:
+            return Selection(plugin)
+        if self._karta_fallback and self._definitions is not None:
+            resolution = self._definitions.resolve(gvk)
+            if resolution.error:
+                raise KartaError(resolution.error, obj=f"kind {gvk}")
+            if resolution.definition is not None:
+                return Selection(self._karta_plugin(resolution.definition), resolution.definition)
+        return Selection(self._default)
+
+    def _karta_plugin(self, definition: KartaDefinition) -> Plugin:
+        # One plugin (and so one evaluator with its caches) per definition version.
+        from grouper.plugins.karta import KartaGrouper
+
+        key = (definition.origin, definition.name, definition.resource_version)
+        plugin = self._karta_plugins.get(key)
+        if plugin is None:
+            if len(self._karta_plugins) > 512:
+                self._karta_plugins.clear()
+            plugin = self._karta_plugins[key] = KartaGrouper(definition)
+        return plugin

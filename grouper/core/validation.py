@@ -1,0 +1,69 @@
+"""The PodGroup validating webhook's rules (kai-podgrouper.md §3.3), run before anything is written.
+
+A decision that breaks them is reported as an error for its workload instead of being rejected by
+the API server (or, worse, accepted by a cluster without the webhook and then mis-scheduled).
+We apply the create-time rules, the stricter set: a mid-level sub-group with ``minMember`` is an error.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
+from grouper.model.podgroup import PodGroupMetadata
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE_MAX = 63  # sub-group names travel as the kai.scheduler/subgroup-name label value
+
+
+def validate_pod_group(md: PodGroupMetadata) -> list[str]:
+    """Errors (empty when valid). Messages name the PodGroup and the offending field."""
+    errors: list[str] = []
+    where = f"PodGroup {md.namespace}/{md.name}"
+    if not is_subdomain(md.name):
+        errors.append(
+            f"{where}: metadata.name must be a lowercase RFC 1123 subdomain of at most {MAX_NAME_LENGTH} characters"
+        )
+    if md.min_member is not None and md.min_sub_group is not None:
+        errors.append(f"{where}: spec.minMember and spec.minSubGroup are mutually exclusive")
+    for fld, value in (("spec.minMember", md.min_member), ("spec.minSubGroup", md.min_sub_group)):
+        if value is not None and value < 0:
+            errors.append(f"{where}: {fld} must be >= 0, got {value}")
+    names = [sg.name for sg in md.sub_groups]
+    by_name = {sg.name: sg for sg in md.sub_groups}
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        errors.append(f"{where}: spec.subGroups: duplicate sub-group name {dup!r}")
+    children: dict[str, int] = {}
+    for sg in md.sub_groups:
+        if sg.parent:
+            children[sg.parent] = children.get(sg.parent, 0) + 1
+    for sg in sorted(md.sub_groups, key=lambda s: s.name):
+        f = f"spec.subGroups[{sg.name}]"
+        if not _DNS_LABEL.match(sg.name) or len(sg.name) > LABEL_VALUE_MAX:
+            errors.append(f"{where}: {f}.name {sg.name!r} must be a DNS label of at most {LABEL_VALUE_MAX} characters")
+        if sg.parent is not None and sg.parent not in by_name:
+            errors.append(f"{where}: {f}.parent {sg.parent!r} names no sub-group")
+        if sg.min_member is not None and sg.min_sub_group is not None:
+            errors.append(f"{where}: {f} sets both minMember and minSubGroup")
+        for fld, value in (("minMember", sg.min_member), ("minSubGroup", sg.min_sub_group)):
+            if value is not None and value < 0:
+                errors.append(f"{where}: {f}.{fld} must be >= 0, got {value}")
+        if children.get(sg.name):
+            if sg.min_member is not None:
+                errors.append(f"{where}: {f} has child sub-groups and must not set minMember (use minSubGroup)")
+        else:
+            if sg.min_sub_group is not None:
+                errors.append(f"{where}: {f} is a leaf sub-group and must not set minSubGroup")
+            if sg.min_member is None:
+                errors.append(f"{where}: {f} is a leaf sub-group and must set minMember")
+    # Cycles in the parent graph.
+    for sg in md.sub_groups:
+        seen = {sg.name}
+        cur = sg.parent
+        while cur is not None and cur in by_name:
+            if cur in seen:
+                errors.append(f"{where}: spec.subGroups: parent cycle through {sg.name!r}")
+                break
+            seen.add(cur)
+            cur = by_name[cur].parent
+    return errors

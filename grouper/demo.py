@@ -1,0 +1,224 @@
+"""``make demo``: the whole path on a real, local control plane, end to end.
+
+1. builds (first time only) and starts etcd + kube-apiserver + kube-controller-manager on 127.0.0.1;
+2. installs the PodGroup, Karta and JobSet CRDs and the grouper's RBAC from ``deploy/``;
+3. runs ``grouper run`` as a separate process with a ServiceAccount token bound to that ClusterRole;
+4. submits ``examples/jobset-demo.yaml`` (a JobSet: leader x1, workers x2, 4 GPUs per pod) with its
+   Jobs created as the JobSet operator would; the real Job controller then creates the pods;
+5. prints the PodGroup with its sub-groups, each pod's group and sub-group, and the grouper's decisions.
+
+Then it keeps everything up until Ctrl-C (``--once`` exits right away) and stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grouper.devcluster.cluster import LocalCluster
+from grouper.devcluster.crds import install_crds
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_FILE = ROOT / "examples" / "jobset-demo.yaml"
+CRDS = [
+    ROOT / "deploy" / "crds",
+    ROOT / "tests" / "crds" / "jobset.x-k8s.io_jobsets.yaml",
+]
+SA_NAMESPACE, SA_NAME = "kai-system", "kai-pod-grouper"
+
+_PLURALS = {
+    "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
+    "JobSet": "jobsets", "Job": "jobs", "Pod": "pods",
+}
+_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+
+def say(msg: str) -> None:
+    print(f"\033[1m==> {msg}\033[0m" if sys.stdout.isatty() else f"==> {msg}", flush=True)
+
+
+def collection_path(obj: dict[str, Any], namespace: str) -> str:
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    plural = _PLURALS[kind]
+    if kind in _CLUSTER_SCOPED:
+        return f"{prefix}/{plural}"
+    return f"{prefix}/namespaces/{obj['metadata'].get('namespace') or namespace}/{plural}"
+
+
+def create(cluster: LocalCluster, obj: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
+    """Create an object; an existing one is read back (the demo is re-runnable on one cluster)."""
+    status, body = cluster.request("POST", collection_path(obj, namespace), obj)
+    if status == 409:
+        status, body = cluster.request("GET", f"{collection_path(obj, namespace)}/{obj['metadata']['name']}")
+    if status not in (200, 201):
+        raise RuntimeError(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {body}")
+    return dict(body)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.25)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def submit_workload(cluster: LocalCluster) -> tuple[str, str]:
+    """Create the JobSet, then its Jobs with owner references carrying the JobSet's real UID."""
+    docs = [d for d in yaml.safe_load_all(DEMO_FILE.read_text()) if d]
+    created: dict[tuple[str, str], dict[str, Any]] = {}
+    jobset_ns = jobset_name = ""
+    for doc in docs:
+        doc = json.loads(json.dumps(doc))  # a private copy
+        meta = doc["metadata"]
+        for key in ("uid", "resourceVersion", "creationTimestamp"):
+            meta.pop(key, None)
+        for ref in meta.get("ownerReferences") or []:
+            owner = created.get((ref["kind"], ref["name"]))
+            if owner is not None:
+                ref["uid"] = owner["metadata"]["uid"]
+        obj = create(cluster, doc)
+        created[(obj["kind"], obj["metadata"]["name"])] = obj
+        if obj["kind"] == "JobSet":
+            jobset_ns, jobset_name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        say(f"created {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}")
+    return jobset_ns, jobset_name
+
+
+def show_result(cluster: LocalCluster, namespace: str, api: str) -> None:
+    _, pgs = cluster.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
+    for pg in pgs["items"]:
+        view = {
+            "apiVersion": pg["apiVersion"], "kind": pg["kind"],
+            "metadata": {k: pg["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")
+                         if k in pg["metadata"]},
+            "spec": pg["spec"],
+        }
+        say(f"PodGroup {namespace}/{pg['metadata']['name']} as stored in the API server")
+        print(yaml.safe_dump(view, sort_keys=False), end="")
+    _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    say("pods and their groups")
+    print(f"{'POD':44} {'PHASE':8} {'POD-GROUP (annotation)':48} SUB-GROUP (label)")
+    for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
+        meta = pod["metadata"]
+        print(f"{meta['name']:44} {pod['status'].get('phase', ''):8} "
+              f"{(meta.get('annotations') or {}).get('pod-group-name', '-'):48} "
+              f"{(meta.get('labels') or {}).get('kai.scheduler/subgroup-name', '-')}")
+    say("decisions (from the grouper's HTTP API)")
+    for pg in pgs["items"]:
+        try:
+            detail = http_json(f"{api}/podgroups/{namespace}/{pg['metadata']['name']}")
+        except OSError as exc:
+            print(f"  (HTTP API not available: {exc})")
+            continue
+        print(json.dumps(detail.get("decision") or detail, indent=2)[:4000])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m grouper.demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--once", action="store_true", help="exit after printing the result")
+    args = ap.parse_args(argv)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    say("starting the local control plane (the first run builds it from source: several minutes)")
+    with LocalCluster() as cluster:
+        say(f"control plane ready in {cluster.started_in:.1f}s at {cluster.server}")
+        names = install_crds(cluster, CRDS)
+        say(f"installed CRDs: {', '.join(sorted(names))}")
+        for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
+            if doc:
+                create(cluster, doc)
+        token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=24 * 3600)
+        assert cluster.data_dir is not None
+        kubeconfig = cluster.write_kubeconfig(cluster.data_dir / "grouper.kubeconfig", token=token,
+                                              user=f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}")
+        say(f"RBAC applied; the grouper runs as ServiceAccount {SA_NAMESPACE}/{SA_NAME}")
+
+        port = free_port()
+        api = f"http://127.0.0.1:{port}"
+        log_path = cluster.data_dir / "grouper.log"
+        with open(log_path, "wb") as log:
+            grouper = subprocess.Popen(
+                [sys.executable, "-m", "grouper.cli.main", "run", "--kubeconfig", str(kubeconfig),
+                 "--http-bind-address", f"127.0.0.1:{port}", "--log-format", "text"],
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        try:
+            def ready() -> bool:
+                if grouper.poll() is not None:
+                    raise RuntimeError(f"grouper exited with {grouper.returncode}:\n{log_path.read_text()[-3000:]}")
+                try:
+                    return bool(http_json(f"{api}/readyz"))
+                except OSError:
+                    return False
+
+            wait_for("the grouper to be ready", ready)
+            say(f"grouper running (pid {grouper.pid}), HTTP API at {api}")
+
+            wait_for("the default ServiceAccount", lambda: cluster.request(
+                "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200)
+            namespace, name = submit_workload(cluster)
+
+            def grouped() -> bool:
+                _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+                items = pods["items"]
+                return len(items) >= 3 and all(
+                    (p["metadata"].get("annotations") or {}).get("pod-group-name") for p in items
+                )
+
+            t0 = time.monotonic()
+            wait_for("pods to be created and grouped", grouped, timeout=90)
+            say(f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission")
+            show_result(cluster, namespace, api)
+            say("the grouper's log (decisions and writes)")
+            lines = log_path.read_text().splitlines()
+            for line in [ln for ln in lines if "podgroup" in ln.lower() or "decision" in ln.lower()][-15:]:
+                print("  " + line[:300])
+            if not args.once:
+                say(f"everything stays up; try:  KUBECONFIG={cluster.kubeconfig_path} "
+                    f".venv/bin/grouper get podgroups -A --server {api}")
+                say("Ctrl-C to stop")
+                stop.wait()
+        finally:
+            say("stopping the grouper and the control plane")
+            grouper.send_signal(signal.SIGTERM)
+            try:
+                grouper.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                grouper.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

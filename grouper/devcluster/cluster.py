@@ -1,0 +1,420 @@
+"""A real Kubernetes control plane on 127.0.0.1: etcd + kube-apiserver + kube-controller-manager.
+
+Built from source by :mod:`grouper.devcluster.build`; no kubelet, no scheduler (pods stay Pending).
+Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
+ports; :meth:`LocalCluster.stop` stops the controller manager, then the API server, then etcd, and
+removes the directory.
+
+    with LocalCluster() as c:
+        print(c.server, c.kubeconfig_path)
+        token = c.create_token("default", "default")
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+
+from . import build, pki
+
+DEFAULT_CONTROLLERS = (
+    "garbagecollector",
+    "namespace",
+    "job",
+    "cronjob",
+    "replicaset",
+    "deployment",
+    "statefulset",
+    "serviceaccount",
+    "serviceaccount-token",
+)
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class LocalCluster:
+    """A local control plane. Attributes are valid after :meth:`start`.
+
+    ``server`` (https URL), ``ca_file`` (CA that signed the serving certificate), ``admin_token``
+    (member of ``system:masters``), ``kubeconfig_path`` (admin kubeconfig), ``data_dir``.
+    """
+
+    def __init__(
+        self,
+        *,
+        bin_dir: str | os.PathLike[str] | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        controller_manager: bool = True,
+        crds: Iterable[str | os.PathLike[str]] = (),
+        controllers: Iterable[str] = DEFAULT_CONTROLLERS,
+        apiserver_args: Iterable[str] = (),
+        controller_manager_args: Iterable[str] = (),
+        kube_api_qps: int = 200,
+        kube_api_burst: int = 400,
+        startup_timeout: float = 90.0,
+        die_with_parent: bool = True,
+        quiet: bool = False,
+    ) -> None:
+        self._bin_dir = Path(bin_dir).resolve() if bin_dir else None
+        self._base_dir = base_dir
+        self._with_kcm = controller_manager
+        self._crds = [Path(p) for p in crds]
+        self._controllers = tuple(controllers)
+        self._apiserver_args = tuple(apiserver_args)
+        self._kcm_args = tuple(controller_manager_args)
+        self._qps, self._burst = kube_api_qps, kube_api_burst
+        self._timeout = startup_timeout
+        self._die_with_parent = die_with_parent
+        self._quiet = quiet
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: dict[str, Any] = {}
+        self._ssl: ssl.SSLContext | None = None
+        self.data_dir: Path | None = None
+        self.server = ""
+        self.ca_file = ""
+        self.admin_token = ""
+        self.kubeconfig_path = ""
+        self.ports: dict[str, int] = {}
+        self.started_in: float = 0.0  # seconds from start() to ready
+        self.timings: dict[str, float] = {}  # seconds per startup phase
+        self.crd_names: list[str] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._procs) and all(p.poll() is None for p in self._procs.values())
+
+    def start(self) -> Self:
+        if self._procs:
+            raise ClusterError("cluster already started")
+        t0 = time.monotonic()
+        bdir = self._bin_dir or build.ensure_binaries(quiet=self._quiet)
+        for name in COMPONENTS if self._with_kcm else COMPONENTS[:2]:
+            if not (bdir / name).is_file():
+                raise ClusterError(f"missing binary {bdir / name}")
+        self.data_dir = Path(tempfile.mkdtemp(prefix="devcluster-", dir=self._base_dir))
+        atexit.register(self.stop)
+        try:
+            self._start(bdir)
+        except BaseException as e:
+            msg = f"local cluster failed to start: {e}"
+            tails = "".join(
+                f"\n----- {name} log (last lines) -----\n{self.log_tail(name)}" for name in self._logs
+            )
+            print(f"[devcluster] {msg}{tails}", file=sys.stderr, flush=True)
+            self.stop()
+            if isinstance(e, ClusterError):
+                raise ClusterError(msg + tails) from None
+            raise
+        self.started_in = time.monotonic() - t0
+        return self
+
+    def _start(self, bdir: Path) -> None:
+        assert self.data_dir is not None
+        d = self.data_dir
+        (d / "logs").mkdir()
+        mark = time.monotonic()
+
+        def phase(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            self.timings[name] = round(now - mark, 2)
+            mark = now
+
+        certs = pki.generate(d / "pki")
+        phase("pki")
+        self.ca_file = str(certs.ca_cert)
+        etcd_port, etcd_peer, api_port = _free_ports(3)
+        self.ports = {"etcd": etcd_port, "etcd-peer": etcd_peer, "kube-apiserver": api_port}
+        self.server = f"https://127.0.0.1:{api_port}"
+        self.admin_token = secrets.token_hex(24)
+        (d / "tokens.csv").write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
+        (d / "tokens.csv").chmod(0o600)
+        self.kubeconfig_path = str(self.write_kubeconfig(d / "admin.kubeconfig", token=self.admin_token))
+
+        # etcd
+        self._spawn(
+            "etcd",
+            [
+                str(bdir / "etcd"),
+                f"-data-dir={d / 'etcd'}",
+                f"-client-port={etcd_port}",
+                f"-peer-port={etcd_peer}",
+            ],
+        )
+        self._wait("etcd", lambda: self._http_ok(f"http://127.0.0.1:{etcd_port}/health"))
+        phase("etcd")
+
+        # kube-apiserver
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(bdir / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={d / 'apiserver-certs'}",
+                f"--tls-cert-file={certs.serving_cert}",
+                f"--tls-private-key-file={certs.serving_key}",
+                f"--client-ca-file={certs.ca_cert}",
+                f"--token-auth-file={d / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={certs.sa_pub}",
+                f"--service-account-signing-key-file={certs.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                *self._apiserver_args,
+            ],
+        )
+        self._wait("kube-apiserver", lambda: self._http_ok(self.server + "/readyz"))
+        phase("kube-apiserver")
+
+        # CRDs before the controller manager: its garbage collector then watches the custom kinds from the
+        # start (it only rediscovers resources every 30 s, so CRDs installed later are collected late)
+        if self._crds:
+            from .crds import install_crds
+
+            self.crd_names = install_crds(self, self._crds)
+            phase("crds")
+
+        # kube-controller-manager
+        if self._with_kcm:
+            self._spawn(
+                "kube-controller-manager",
+                [
+                    str(bdir / "kube-controller-manager"),
+                    f"--kubeconfig={self.kubeconfig_path}",
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",  # no HTTPS endpoint needed (and no delegated authn/authz)
+                    "--leader-elect=false",
+                    f"--controllers={','.join(self._controllers)}",
+                    f"--service-account-private-key-file={certs.sa_key}",
+                    f"--root-ca-file={certs.ca_cert}",
+                    f"--kube-api-qps={self._qps}",
+                    f"--kube-api-burst={self._burst}",
+                    "--profiling=false",
+                    *self._kcm_args,
+                ],
+            )
+            if "serviceaccount" in self._controllers:
+                # the serviceaccount controller creating `default` in `default` = controllers are running
+                path = "/api/v1/namespaces/default/serviceaccounts/default"
+                self._wait("kube-controller-manager", lambda: self.request("GET", path)[0] == 200)
+            phase("kube-controller-manager")
+
+    def stop(self) -> None:
+        """Stop controller manager, API server, etcd (SIGTERM, then SIGKILL) and remove the data dir."""
+        atexit.unregister(self.stop)
+        for name, timeout in (("kube-controller-manager", 10), ("kube-apiserver", 15), ("etcd", 10)):
+            proc = self._procs.pop(name, None)
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for f in self._logs.values():
+            f.close()
+        self._logs.clear()
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    # ------------------------------------------------------------------ processes
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        assert self.data_dir is not None
+        log = open(self.log_path(name), "ab")  # noqa: SIM115 - closed in stop()
+        self._logs[name] = log
+        self._procs[name] = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.data_dir,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, not the components
+            preexec_fn=_die_with_parent if self._die_with_parent else None,
+        )
+
+    def _wait(self, name: str, ready: Any) -> None:
+        deadline = time.monotonic() + self._timeout
+        proc = self._procs[name]
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                raise ClusterError(f"{name} exited with code {rc} during startup")
+            try:
+                if ready():
+                    return
+            except (OSError, ssl.SSLError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} not ready after {self._timeout:.0f}s")
+            time.sleep(0.1)
+
+    def log_path(self, component: str) -> Path:
+        if self.data_dir is None:
+            raise ClusterError("cluster not started")
+        return self.data_dir / "logs" / f"{component}.log"
+
+    def log_tail(self, component: str, lines: int = 40) -> str:
+        try:
+            data = self.log_path(component).read_bytes()[-64_000:]
+        except (OSError, ClusterError):
+            return ""
+        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+    # ------------------------------------------------------------------ HTTP
+
+    def ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context(cafile=self.ca_file)
+        return self._ssl
+
+    def _http_ok(self, url: str) -> bool:
+        ctx = self.ssl_context() if url.startswith("https") else None
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.admin_token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError:
+            return False
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
+        """One API call; returns ``(status, decoded JSON body or text)``. Uses the admin token by default."""
+        data = None
+        headers = {"Authorization": f"Bearer {token or self.admin_token}", "Accept": "application/json"}
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        req = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context()) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def create_service_account(self, namespace: str, name: str) -> dict[str, Any]:
+        """Create a ServiceAccount (no error if it exists); returns the object."""
+        body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+        status, obj = self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", body)
+        if status == 409:
+            status, obj = self.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}")
+        if status not in (200, 201):
+            raise ClusterError(f"create serviceaccount {namespace}/{name}: {status} {obj}")
+        return dict(obj)
+
+    def create_token(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        expiration_seconds: int = 3600,
+        audiences: list[str] | None = None,
+    ) -> str:
+        """A bound ServiceAccount token from the TokenRequest API."""
+        spec: dict[str, Any] = {"expirationSeconds": expiration_seconds}
+        if audiences:
+            spec["audiences"] = audiences
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        sa = urllib.parse.quote(service_account)
+        status, obj = self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa}/token", body)
+        if status not in (200, 201):
+            raise ClusterError(f"TokenRequest for {namespace}/{service_account}: {status} {obj}")
+        return str(obj["status"]["token"])
+
+    def write_kubeconfig(
+        self, path: str | os.PathLike[str], *, token: str, user: str = "admin", namespace: str | None = None
+    ) -> Path:
+        """Write a kubeconfig for this cluster with the given bearer token (e.g. from :meth:`create_token`)."""
+        ca = base64.b64encode(Path(self.ca_file).read_bytes()).decode()
+        context: dict[str, Any] = {"cluster": "devcluster", "user": user}
+        if namespace:
+            context["namespace"] = namespace
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "devcluster", "cluster": {"server": self.server, "certificate-authority-data": ca}}
+            ],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "devcluster", "context": context}],
+            "current-context": "devcluster",
+        }
+        p = Path(path)
+        p.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        p.chmod(0o600)
+        return p

@@ -1,0 +1,434 @@
+"""Turn Karta documents (YAML/JSON files, directories, cluster objects) into ``KartaDefinition``.
+
+Strict about types (a field of the wrong JSON type is a ``KartaLoadError`` naming the field),
+lenient about unknown fields (ignored, as the API server would prune them). Applies the CRD
+defaults the API server would apply (karta.md §1.3, §7.4): ``typeFieldName: type``,
+``statusFieldName: status``, ``messageFieldName: message``, ``reasonFieldName: reason``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grouper.karta.errors import KartaLoadError
+from grouper.karta.model import (
+    FRAGMENT_FIELDS,
+    KARTA_API_VERSION,
+    KARTA_KIND,
+    LEGACY_API_VERSION,
+    LEGACY_KIND,
+    STATUS_KEYS,
+    AlphaPodGroup,
+    Component,
+    ComponentTypeSelector,
+    ConditionMatcher,
+    ConditionsDefinition,
+    ExpressionMatcher,
+    GangScheduling,
+    KartaDefinition,
+    PodGroupMapping,
+    PodGroupMember,
+    PodSelector,
+    ScaleDefinition,
+    SpecDefinition,
+    StatusDefinition,
+    StatusMatcher,
+    SubGroupMapping,
+    SuspendAction,
+    SuspendDefinition,
+    TopologySpec,
+)
+from grouper.model.objects import GVK
+
+ACCEPTED = {(KARTA_API_VERSION, KARTA_KIND), (LEGACY_API_VERSION, LEGACY_KIND)}
+_LIST_KINDS = {"KartaList", "ResourceInterfaceList", "List"}
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+# ---------------------------------------------------------------- typed field readers
+
+
+def _obj(value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
+    if value is None:
+        if required:
+            raise KartaLoadError("is required", field=path)
+        return None
+    if not isinstance(value, dict):
+        raise KartaLoadError(f"must be an object, got {type(value).__name__}", field=path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise KartaLoadError(f"must be a list, got {type(value).__name__}", field=path)
+    return value
+
+
+def _str(value: Any, path: str, *, required: bool = False) -> str | None:
+    if value is None:
+        if required:
+            raise KartaLoadError("is required", field=path)
+        return None
+    if not isinstance(value, str):
+        raise KartaLoadError(f"must be a string, got {type(value).__name__}", field=path)
+    return value
+
+
+def _req_str(value: Any, path: str) -> str:
+    out = _str(value, path, required=True)
+    assert out is not None
+    return out
+
+
+def _str_list(value: Any, path: str) -> tuple[str, ...]:
+    return tuple(_req_str(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path)))
+
+
+def _gvk(value: Any, path: str) -> GVK | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    return GVK(
+        _str(d.get("group"), f"{path}.group") or "",
+        _str(d.get("version"), f"{path}.version") or "",
+        _str(d.get("kind"), f"{path}.kind") or "",
+    )
+
+
+# ---------------------------------------------------------------- component parts
+
+
+def _spec(value: Any, path: str) -> SpecDefinition | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    frag_raw = _obj(d.get("fragmentedPodSpecDefinition"), f"{path}.fragmentedPodSpecDefinition")
+    fragmented: dict[str, str] | None = None
+    if frag_raw is not None:
+        fragmented = {}
+        for name in FRAGMENT_FIELDS:
+            p = _str(frag_raw.get(name), f"{path}.fragmentedPodSpecDefinition.{name}")
+            if p:
+                fragmented[name] = p
+    return SpecDefinition(
+        pod_template_spec_path=_str(d.get("podTemplateSpecPath"), f"{path}.podTemplateSpecPath") or None,
+        pod_spec_path=_str(d.get("podSpecPath"), f"{path}.podSpecPath") or None,
+        metadata_path=_str(d.get("metadataPath"), f"{path}.metadataPath") or None,
+        fragmented=fragmented,
+    )
+
+
+def _scale(value: Any, path: str) -> ScaleDefinition | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    return ScaleDefinition(
+        replicas_path=_str(d.get("replicasPath"), f"{path}.replicasPath") or None,
+        min_replicas_path=_str(d.get("minReplicasPath"), f"{path}.minReplicasPath") or None,
+        max_replicas_path=_str(d.get("maxReplicasPath"), f"{path}.maxReplicasPath") or None,
+    )
+
+
+def _matcher(value: Any, path: str) -> StatusMatcher:
+    d = _obj(value, path, required=True)
+    assert d is not None
+    conds: list[ConditionMatcher] = []
+    for i, c in enumerate(_list(d.get("byConditions"), f"{path}.byConditions")):
+        cp = f"{path}.byConditions[{i}]"
+        cd = _obj(c, cp, required=True)
+        assert cd is not None
+        conds.append(
+            ConditionMatcher(
+                type=_req_str(cd.get("type"), f"{cp}.type"),
+                status=_str(cd.get("status"), f"{cp}.status") or None,
+                reason=_str(cd.get("reason"), f"{cp}.reason") or None,
+            )
+        )
+    expr: ExpressionMatcher | None = None
+    ed = _obj(d.get("byExpression"), f"{path}.byExpression")
+    if ed is not None:
+        expr = ExpressionMatcher(
+            expression=_req_str(ed.get("expression"), f"{path}.byExpression.expression"),
+            expected_result=_req_str(ed.get("expectedResult"), f"{path}.byExpression.expectedResult"),
+        )
+    return StatusMatcher(
+        by_phase=_str(d.get("byPhase"), f"{path}.byPhase") or None,
+        by_conditions=tuple(conds),
+        by_expression=expr,
+    )
+
+
+def _status(value: Any, path: str) -> StatusDefinition | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    phase_path: str | None = None
+    pd = _obj(d.get("phaseDefinition"), f"{path}.phaseDefinition")
+    if pd is not None:
+        phase_path = _str(pd.get("path"), f"{path}.phaseDefinition.path") or None
+    conditions: ConditionsDefinition | None = None
+    cd = _obj(d.get("conditionsDefinition"), f"{path}.conditionsDefinition")
+    if cd is not None:
+        cp = f"{path}.conditionsDefinition"
+        # CRD defaults apply when a field is absent or empty (omitempty on the Go side).
+        conditions = ConditionsDefinition(
+            path=_str(cd.get("path"), f"{cp}.path") or "",
+            type_field=_str(cd.get("typeFieldName"), f"{cp}.typeFieldName") or "type",
+            status_field=_str(cd.get("statusFieldName"), f"{cp}.statusFieldName") or "status",
+            message_field=_str(cd.get("messageFieldName"), f"{cp}.messageFieldName") or "message",
+            reason_field=_str(cd.get("reasonFieldName"), f"{cp}.reasonFieldName") or "reason",
+        )
+    mappings: dict[str, tuple[StatusMatcher, ...]] = {}
+    md = _obj(d.get("statusMappings"), f"{path}.statusMappings") or {}
+    for status, key in STATUS_KEYS.items():
+        if key in md:
+            mp = f"{path}.statusMappings.{key}"
+            mappings[status] = tuple(_matcher(m, f"{mp}[{i}]") for i, m in enumerate(_list(md[key], mp)))
+    return StatusDefinition(phase_path=phase_path, conditions=conditions, mappings=mappings)
+
+
+def _suspend(value: Any, path: str) -> SuspendDefinition | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+
+    def actions(key: str) -> tuple[SuspendAction, ...]:
+        out = []
+        for i, a in enumerate(_list(d.get(key), f"{path}.{key}")):
+            ap = f"{path}.{key}[{i}]"
+            ad = _obj(a, ap, required=True)
+            assert ad is not None
+            out.append(
+                SuspendAction(
+                    _req_str(ad.get("path"), f"{ap}.path"), _req_str(ad.get("value"), f"{ap}.value")
+                )
+            )
+        return tuple(out)
+
+    return SuspendDefinition(actions("suspendActions"), actions("resumeActions"))
+
+
+def _pod_selector(value: Any, path: str) -> PodSelector | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    cts: ComponentTypeSelector | None = None
+    cd = _obj(d.get("componentTypeSelector"), f"{path}.componentTypeSelector")
+    if cd is not None:
+        cp = f"{path}.componentTypeSelector"
+        labels_raw = _obj(cd.get("matchLabels"), f"{cp}.matchLabels") or {}
+        labels = {str(k): _req_str(v, f"{cp}.matchLabels.{k}") for k, v in labels_raw.items()}
+        cts = ComponentTypeSelector(
+            key_path=_str(cd.get("keyPath"), f"{cp}.keyPath") or None,
+            value=_str(cd.get("value"), f"{cp}.value"),
+            match_labels=labels,
+        )
+    inst = _obj(d.get("componentInstanceSelector"), f"{path}.componentInstanceSelector")
+    rep = _obj(d.get("replicaSelector"), f"{path}.replicaSelector")
+    return PodSelector(
+        component_type=cts,
+        instance_id_path=(_str(inst.get("idPath"), f"{path}.componentInstanceSelector.idPath") or None)
+        if inst is not None
+        else None,
+        has_instance_selector=inst is not None,
+        replica_key_path=(_str(rep.get("keyPath"), f"{path}.replicaSelector.keyPath") or None)
+        if rep is not None
+        else None,
+        has_replica_selector=rep is not None,
+    )
+
+
+def _component(value: Any, path: str) -> Component:
+    d = _obj(value, path, required=True)
+    assert d is not None
+    return Component(
+        name=_str(d.get("name"), f"{path}.name") or "",
+        path=path,
+        kind=_gvk(d.get("kind"), f"{path}.kind"),
+        owner_ref=_str(d.get("ownerRef"), f"{path}.ownerRef"),
+        spec=_spec(d.get("specDefinition"), f"{path}.specDefinition"),
+        scale=_scale(d.get("scaleDefinition"), f"{path}.scaleDefinition"),
+        status=_status(d.get("statusDefinition"), f"{path}.statusDefinition"),
+        suspend=_suspend(d.get("suspendDefinition"), f"{path}.suspendDefinition"),
+        instance_id_path=_str(d.get("instanceIdPath"), f"{path}.instanceIdPath") or None,
+        pod_selector=_pod_selector(d.get("podSelector"), f"{path}.podSelector"),
+    )
+
+
+def _topology(value: Any, path: str) -> TopologySpec | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    return TopologySpec(
+        topology_name=_str(d.get("topologyName"), f"{path}.topologyName") or "",
+        preferred_level=_str(d.get("preferredTopologyLevel"), f"{path}.preferredTopologyLevel") or "",
+        required_level=_str(d.get("requiredTopologyLevel"), f"{path}.requiredTopologyLevel") or "",
+    )
+
+
+def _gang(value: Any, path: str) -> GangScheduling | None:
+    d = _obj(value, path)
+    if d is None:
+        return None
+    pod_group: PodGroupMapping | None = None
+    pgd = _obj(d.get("podGroup"), f"{path}.podGroup")
+    if pgd is not None:
+        pp = f"{path}.podGroup"
+        subs = []
+        for i, s in enumerate(_list(pgd.get("subGroups"), f"{pp}.subGroups")):
+            sp = f"{pp}.subGroups[{i}]"
+            sd = _obj(s, sp, required=True)
+            assert sd is not None
+            subs.append(
+                SubGroupMapping(
+                    component_name=_str(sd.get("componentName"), f"{sp}.componentName") or "",
+                    topology=_topology(sd.get("topology"), f"{sp}.topology"),
+                )
+            )
+        pod_group = PodGroupMapping(
+            name=_str(pgd.get("name"), f"{pp}.name") or "",
+            topology=_topology(pgd.get("topology"), f"{pp}.topology"),
+            sub_groups=tuple(subs),
+        )
+    groups: list[AlphaPodGroup] = []
+    for i, g in enumerate(_list(d.get("podGroups"), f"{path}.podGroups")):
+        gp = f"{path}.podGroups[{i}]"
+        gd = _obj(g, gp, required=True)
+        assert gd is not None
+        members = []
+        for j, m in enumerate(_list(gd.get("members"), f"{gp}.members")):
+            mp = f"{gp}.members[{j}]"
+            md = _obj(m, mp, required=True)
+            assert md is not None
+            members.append(
+                PodGroupMember(
+                    component_name=_str(md.get("componentName"), f"{mp}.componentName") or "",
+                    group_by_key_paths=_str_list(md.get("groupByKeyPaths"), f"{mp}.groupByKeyPaths"),
+                    filters=_str_list(md.get("filters"), f"{mp}.filters"),
+                )
+            )
+        groups.append(AlphaPodGroup(name=_str(gd.get("name"), f"{gp}.name") or "", members=tuple(members)))
+    gang = GangScheduling(pod_group=pod_group, pod_groups=tuple(groups))
+    return gang if gang.has_instructions else None
+
+
+# ---------------------------------------------------------------- public API
+
+
+def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
+    """Parse one Karta (or legacy ResourceInterface) object. Raises ``KartaLoadError``."""
+    if not isinstance(obj, dict):
+        raise KartaLoadError(f"document must be an object, got {type(obj).__name__}")
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if (api_version, kind) not in ACCEPTED:
+        raise KartaLoadError(
+            f"unsupported apiVersion/kind {api_version}/{kind}; expected "
+            f"{KARTA_API_VERSION} {KARTA_KIND} or {LEGACY_API_VERSION} {LEGACY_KIND}",
+            field="apiVersion",
+        )
+    meta = _obj(obj.get("metadata"), "metadata", required=True)
+    assert meta is not None
+    name = _str(meta.get("name"), "metadata.name", required=True) or ""
+    if not name:
+        raise KartaLoadError("must not be empty", field="metadata.name")
+    rv = meta.get("resourceVersion")
+    spec = _obj(obj.get("spec"), "spec", required=True)
+    assert spec is not None
+    sd = _obj(spec.get("structureDefinition"), "spec.structureDefinition", required=True)
+    assert sd is not None
+    root = _component(sd.get("rootComponent"), "spec.structureDefinition.rootComponent")
+    children = [
+        _component(c, f"spec.structureDefinition.childComponents[{i}]")
+        for i, c in enumerate(_list(sd.get("childComponents"), "spec.structureDefinition.childComponents"))
+    ]
+    extra: list[GVK] = []
+    for i, g in enumerate(
+        _list(sd.get("additionalChildKinds"), "spec.structureDefinition.additionalChildKinds")
+    ):
+        gvk = _gvk(g, f"spec.structureDefinition.additionalChildKinds[{i}]")
+        if gvk is not None:
+            extra.append(gvk)
+    instr = _obj(spec.get("optimizationInstructions"), "spec.optimizationInstructions") or {}
+    gang = _gang(instr.get("gangScheduling"), "spec.optimizationInstructions.gangScheduling")
+    return KartaDefinition(
+        name=name,
+        gvk=root.kind or GVK("", "", ""),
+        origin=origin,
+        api_version=str(api_version),
+        resource_version=str(rv) if rv is not None else None,
+        root=root,
+        children=children,
+        gang=gang,
+        raw=copy.deepcopy(obj),
+        additional_child_kinds=tuple(extra),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def _documents(path: Path) -> list[Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise KartaLoadError(f"invalid JSON: {e}", file=str(path)) from e
+        return data if isinstance(data, list) else [data]
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise KartaLoadError(f"invalid YAML: {e}", file=str(path)) from e
+
+
+def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
+    """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
+
+    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
+    """
+    p = Path(path)
+    base = origin or f"file:{p}"
+    out: list[KartaDefinition] = []
+    for index, doc in enumerate(_documents(p)):
+        if doc is None:
+            continue
+        items = [doc]
+        if isinstance(doc, dict) and doc.get("kind") in _LIST_KINDS and isinstance(doc.get("items"), list):
+            items = doc["items"]
+        for item in items:
+            try:
+                out.append(from_object(item, base if index == 0 else f"{base}#{index}"))
+            except KartaLoadError as e:
+                raise e.located(str(p), index) from None
+    return out
+
+
+def load_dir(
+    path: str | Path, *, origin_prefix: str = "builtin"
+) -> tuple[list[KartaDefinition], list[KartaLoadError]]:
+    """Every ``*.yaml``/``*.yml``/``*.json`` directly in ``path`` (sorted by file name).
+
+    A broken file does not stop the others; its error is returned. Origins look like
+    ``builtin:definitions/jobset.yaml``. A missing directory yields nothing.
+    """
+    d = Path(path)
+    defs: list[KartaDefinition] = []
+    errors: list[KartaLoadError] = []
+    if not d.is_dir():
+        return defs, errors
+    for f in sorted(d.iterdir()):
+        if not f.is_file() or f.suffix not in _SUFFIXES:
+            continue
+        try:
+            defs.extend(load_file(f, origin=f"{origin_prefix}:{d.name}/{f.name}"))
+        except KartaLoadError as e:
+            errors.append(e if e.file else e.located(str(f), e.index))
+        except (OSError, UnicodeDecodeError) as e:
+            errors.append(KartaLoadError(f"cannot read: {e}", file=str(f)))
+    return defs, errors

@@ -1,0 +1,308 @@
+"""A list-then-watch informer keeping an in-memory cache of one resource, like client-go's reflector.
+
+- LIST with pagination (``limit`` / ``continue``), then WATCH from the list's resourceVersion with
+  ``allowWatchBookmarks=true``; the resourceVersion advances with every event and bookmark.
+- 410 Gone (expired resourceVersion, on the watch or mid-pagination) → a fresh LIST, and the cache is
+  reconciled with it: vanished objects produce synthesized DELETED events, changed ones MODIFIED.
+- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered) and a new watch; a LIST that is
+  forbidden (403) ends the informer with ``error`` set, because retrying cannot help until RBAC changes.
+- ``transform`` trims every object before it is cached (``managedFields`` and, for pods, everything
+  grouping does not read), which is what keeps memory per pod small.
+
+Handlers are plain synchronous callables ``handler(event_type, obj, old)`` run in the loop; they must
+be quick (the controller's handlers only compute keys and enqueue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from grouper.kube.discovery import Resource
+from grouper.kube.transport import ApiError, KubeClient
+from grouper.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj, Obj | None], None]
+Transform = Callable[[Obj], Obj]
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields``: often the largest part of an object, never read by grouping."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return obj
+
+
+_POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+             "labels", "annotations", "ownerReferences", "generateName")
+_POD_SPEC = ("schedulerName", "priorityClassName", "nodeName")
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """A pod as cached: metadata grouping reads, ``spec.{schedulerName,priorityClassName,nodeName}``,
+    ``status.phase``. Containers, volumes, conditions etc. are dropped (most of a pod's size)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    out: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {k: meta[k] for k in _POD_META if k in meta},
+        "spec": {k: spec[k] for k in _POD_SPEC if k in spec},
+    }
+    phase = (pod.get("status") or {}).get("phase")
+    if phase:
+        out["status"] = {"phase": phase}
+    return out
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class Informer:
+    """Cache of one resource (optionally one namespace / selectors). Start with :meth:`start`."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+        metrics: Metrics | None = None,
+        page_size: int = 500,
+        watch_timeout: tuple[int, int] = (300, 600),
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.transform = transform
+        self.metrics = metrics
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.handlers: list[Handler] = []
+        self.synced = asyncio.Event()
+        self.error: ApiError | None = None  # set when the informer gave up (403 on LIST)
+        self.stopped = asyncio.Event()
+        self._store: dict[tuple[str, str], Obj] = {}
+        self._by_ns: dict[str, dict[str, Obj]] = {}
+        self._rv = ""
+        self._need_list = True
+        self._lists = 0
+        self._task: asyncio.Task[None] | None = None
+        self.name = str(resource) + (f"@{namespace}" if namespace else "")
+
+    # ------------------------------------------------------------------ reading the cache
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        return self._store.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        if namespace is None:
+            return list(self._store.values())
+        return list(self._by_ns.get(namespace, {}).values())
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __iter__(self) -> Iterator[Obj]:
+        return iter(list(self._store.values()))
+
+    @property
+    def resource_version(self) -> str:
+        return self._rv
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def add_handler(self, handler: Handler, *, replay: bool = True) -> None:
+        """Register ``handler``; with ``replay`` it first sees every cached object as ADDED."""
+        self.handlers.append(handler)
+        if replay:
+            for obj in list(self._store.values()):
+                self._call(handler, ADDED, obj, None)
+
+    def start(self) -> asyncio.Task[None]:
+        if self._task is None or self._task.done():
+            self.stopped.clear()
+            self._task = asyncio.create_task(self._run(), name=f"informer:{self.name}")
+        return self._task
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """True once the first LIST is in the cache; False when the informer gave up or on timeout."""
+        waiters = [asyncio.ensure_future(self.synced.wait()), asyncio.ensure_future(self.stopped.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        return self.synced.is_set()
+
+    def force_relist(self, resource_version: str | None = None) -> None:
+        """Test/debug hook: next (re)start LISTs again, or watches from ``resource_version``."""
+        if resource_version is None:
+            self._need_list = True
+        else:
+            self._rv = resource_version
+            self._need_list = False
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        delay = 0.0
+        try:
+            while True:
+                try:
+                    if self._need_list or not self._rv:
+                        await self._list()
+                    await self._watch()
+                    delay = 0.0
+                except ApiError as e:
+                    if e.gone:
+                        log.info("resourceVersion expired, re-listing", extra={"resource": self.name})
+                        self._need_list = True
+                        continue
+                    if e.forbidden and not self.synced.is_set():
+                        self.error = e
+                        log.warning("cannot list %s: forbidden", self.name, extra={"resource": self.name})
+                        return
+                    if e.forbidden:  # RBAC removed while running: keep the cache, keep trying slowly
+                        self._need_list = True
+                    delay = min(max(delay * 2, 0.8), 30.0)
+                    log.warning("informer %s: %s; retrying in %.1fs", self.name, e, delay,
+                                extra={"resource": self.name})
+                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                if self.metrics is not None:
+                    self.metrics.watch_restarts.labels(resource=self.resource.plural).inc()
+        finally:
+            self.stopped.set()
+
+    def _params(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    async def _list(self) -> None:
+        """Paginated LIST; replaces the cache and emits the differences as events."""
+        items: dict[tuple[str, str], Obj] = {}
+        cont = ""
+        path = self.resource.path(self.namespace)
+        while True:
+            try:
+                page = await self.client.get(path, {**self._params(), "limit": self.page_size, "continue": cont})
+            except ApiError as e:
+                if e.gone and cont:  # continue token expired: start over, unpaginated consistency is lost
+                    items.clear()
+                    cont = ""
+                    continue
+                raise
+            kind = str(page.get("kind") or "").removesuffix("List") or self.resource.kind
+            api_version = str(page.get("apiVersion") or self.resource.api_version)
+            for raw in page.get("items") or []:
+                raw.setdefault("apiVersion", api_version)
+                raw.setdefault("kind", kind)
+                obj = self.transform(raw) if self.transform else raw
+                items[_key(obj)] = obj
+            meta = page.get("metadata") or {}
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                rv = str(meta.get("resourceVersion") or "")
+                break
+        self._lists += 1
+        if self._lists > 1 and self.metrics is not None:
+            self.metrics.relists.labels(resource=self.resource.plural).inc()
+        old = self._store
+        self._store = items
+        self._by_ns = {}
+        for (ns, name), obj in items.items():
+            self._by_ns.setdefault(ns, {})[name] = obj
+        self._rv, self._need_list = rv, False
+        for key, obj in items.items():
+            prev = old.get(key)
+            if prev is None:
+                self._emit(ADDED, obj, None)
+            elif _rv(prev) != _rv(obj):
+                self._emit(MODIFIED, obj, prev)
+        for key, prev in old.items():
+            if key not in items:
+                self._emit(DELETED, prev, None)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {
+            **self._params(),
+            "resourceVersion": self._rv,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": random.randint(*self.watch_timeout),
+        }
+        # a silent connection longer than the server-side timeout + margin is dead
+        async for event in self.client.watch(self.resource.path(self.namespace), params,
+                                             timeout=params["timeoutSeconds"] + 30):
+            etype = event.get("type")
+            obj = event.get("object") or {}
+            if etype == "ERROR":
+                code = int(obj.get("code") or 0)
+                raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj,
+                               method="WATCH", path=self.resource.path(self.namespace))
+            rv = _rv(obj)
+            if etype == "BOOKMARK":
+                if rv:
+                    self._rv = rv
+                continue
+            obj.setdefault("apiVersion", self.resource.api_version)
+            obj.setdefault("kind", self.resource.kind)
+            if self.transform:
+                obj = self.transform(obj)
+            key = _key(obj)
+            prev = self._store.get(key)
+            if etype in (ADDED, MODIFIED):
+                self._store[key] = obj
+                self._by_ns.setdefault(key[0], {})[key[1]] = obj
+                self._emit(ADDED if prev is None else MODIFIED, obj, prev)
+            elif etype == DELETED:
+                self._store.pop(key, None)
+                ns_items = self._by_ns.get(key[0])
+                if ns_items is not None:
+                    ns_items.pop(key[1], None)
+                    if not ns_items:
+                        del self._by_ns[key[0]]
+                self._emit(DELETED, obj, prev)
+            if rv:
+                self._rv = rv
+
+    def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        for h in list(self.handlers):
+            self._call(h, etype, obj, old)
+
+    def _call(self, handler: Handler, etype: str, obj: Obj, old: Obj | None) -> None:
+        try:
+            handler(etype, obj, old)
+        except Exception:  # a handler bug must not kill the informer
+            log.exception("event handler failed", extra={"resource": self.name})

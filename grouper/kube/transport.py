@@ -1,0 +1,304 @@
+"""Async HTTP transport to the API server: aiohttp + orjson, client-side rate limiting, metrics.
+
+One :class:`KubeClient` per process shares one connection pool and one token bucket (``--qps`` /
+``--burst``, like client-go's default rate limiter). Responses are decoded with orjson into plain
+dicts. Watches are streamed line by line without aiohttp's line-length limit, so large custom
+objects do not break them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+
+from grouper import __version__
+from grouper.kube.config import ClusterConfig
+from grouper.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server (``status`` 0 = no answer: connection failure)."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Any = None, *, method: str = "", path: str = ""):
+        self.status, self.reason, self.message, self.body = status, reason, message, body
+        self.method, self.path = method, path
+        super().__init__(f"{method} {path}: {status} {reason}: {message}" if method else f"{status} {reason}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def forbidden(self) -> bool:
+        return self.status == 403
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+
+class RateLimiter:
+    """Token bucket: ``burst`` tokens, refilled at ``qps`` per second; waiters are served in order."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = float(qps)
+        self.burst = max(1, int(burst))
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:  # disabled
+            return
+        async with self._lock:  # FIFO: one waiter sleeps at a time, the rest queue on the lock
+            self._refill()
+            if self._tokens < 1:
+                await asyncio.sleep((1 - self._tokens) / self.qps)
+                self._refill()
+            self._tokens -= 1
+
+
+_PATH_RE = re.compile(
+    r"^/(?:api/(?P<cv>[^/]+)|apis/(?P<g>[^/]+)/(?P<gv>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?(?:/(?P<res>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?)?/?$"
+)
+
+
+def describe_request(method: str, path: str, params: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(verb, resource) for metrics, like client-go's request labels, bounded by construction."""
+    m = _PATH_RE.match(path.split("?", 1)[0])
+    if not m or not m.group("res"):
+        return ("get" if method == "GET" else method.lower()), "discovery"
+    res, name = m.group("res"), m.group("name")
+    if m.group("ns") is None and res == "namespaces" and name:
+        # /api/v1/namespaces/<ns> is the Namespace object itself
+        res, name = "namespaces", name
+    if m.group("sub"):
+        res = f"{res}/{m.group('sub')}"
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
+    if verb is None:
+        if params and str(params.get("watch", "")).lower() in ("1", "true"):
+            verb = "watch"
+        else:
+            verb = "get" if name else "list"
+    return verb, res
+
+
+def _status_message(body: Any, text: str) -> tuple[str, str]:
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return str(body.get("reason") or ""), str(body.get("message") or "")
+    return "", text[:500]
+
+
+class KubeClient:
+    """Async client for one API server. Create it inside the running loop; ``await close()`` at the end."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        qps: float = 50.0,
+        burst: int = 300,
+        metrics: Metrics | None = None,
+        user_agent: str = f"kai-pod-grouper/{__version__}",
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.limiter = RateLimiter(qps, burst)
+        self._timeout = request_timeout
+        self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=config.ssl_context(), limit=256, enable_cleanup_closed=True),
+            headers={"User-Agent": user_agent, "Accept": JSON},
+            json_serialize=lambda o: orjson.dumps(o).decode(),
+        )
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        h: dict[str, str] = {}
+        token = self.config.bearer()
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        if content_type:
+            h["Content-Type"] = content_type
+        return h
+
+    def _count(self, method: str, path: str, params: Mapping[str, Any] | None, code: int | str) -> None:
+        if self.metrics is not None:
+            verb, res = describe_request(method, path, params)
+            self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code)).inc()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One request; returns the decoded body. Raises :class:`ApiError` for non-2xx and transport errors.
+
+        429 / 5xx with ``Retry-After`` are retried up to three times, a 401 once after re-reading rotating
+        credentials; everything else is the caller's decision (the work queue backs off).
+        """
+        data = orjson.dumps(body) if body is not None and not isinstance(body, bytes) else body
+        if data is not None and content_type is None:
+            content_type = JSON
+        attempts = 0
+        refreshed = False
+        while True:
+            attempts += 1
+            await self.limiter.acquire()
+            try:
+                async with self._session.request(
+                    method,
+                    self.config.server + path,
+                    params=_params(params),
+                    data=data,
+                    headers=self._headers(content_type),
+                    timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+                ) as resp:
+                    raw = await resp.read()
+                    status = resp.status
+                    retry_after = resp.headers.get("Retry-After")
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                self._count(method, path, params, "error")
+                raise ApiError(0, "ConnectionError", f"{type(e).__name__}: {e}", method=method, path=path) from e
+            self._count(method, path, params, status)
+            decoded: Any = None
+            if raw:
+                try:
+                    decoded = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    decoded = None
+            if 200 <= status < 300:
+                self.last_success = time.monotonic()
+                return decoded
+            if status == 401 and not refreshed and self.config.refresh_token():
+                refreshed = True
+                continue
+            if status in (429, 500, 503, 504) and retry_after and attempts < 4:
+                await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0))
+                continue
+            reason, message = _status_message(decoded, raw.decode(errors="replace"))
+            raise ApiError(status, reason, message, decoded, method=method, path=path)
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, obj: dict[str, Any]) -> Any:
+        return await self.request("POST", path, body=obj)
+
+    async def replace(self, path: str, obj: dict[str, Any]) -> Any:
+        return await self.request("PUT", path, body=obj)
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> Any:
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def delete(self, path: str) -> Any:
+        return await self.request("DELETE", path)
+
+    async def watch(self, path: str, params: Mapping[str, Any], *, timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """Stream watch events (``{"type", "object"}``) until the server closes the stream.
+
+        ``timeout`` bounds a silent connection (no byte for that long, bookmarks included).
+        """
+        params = {**params, "watch": "true"}
+        await self.limiter.acquire()
+        try:
+            resp = await self._session.get(
+                self.config.server + path,
+                params=_params(params),
+                headers=self._headers(None),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=timeout),
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            self._count("GET", path, params, "error")
+            raise ApiError(0, "ConnectionError", f"{type(e).__name__}: {e}", method="WATCH", path=path) from e
+        self._count("GET", path, params, resp.status)
+        try:
+            if resp.status != 200:
+                raw = await resp.read()
+                if resp.status == 401:
+                    self.config.refresh_token()
+                try:
+                    decoded = orjson.loads(raw) if raw else None
+                except orjson.JSONDecodeError:
+                    decoded = None
+                reason, message = _status_message(decoded, raw.decode(errors="replace"))
+                raise ApiError(resp.status, reason, message, decoded, method="WATCH", path=path)
+            buf = b""
+            try:
+                async for chunk in resp.content.iter_any():
+                    buf += chunk
+                    while True:
+                        nl = buf.find(b"\n")
+                        if nl < 0:
+                            break
+                        line, buf = buf[:nl], buf[nl + 1 :]
+                        if line.strip():
+                            self.last_success = time.monotonic()
+                            yield orjson.loads(line)
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                raise ApiError(0, "ConnectionError", f"watch stream: {type(e).__name__}: {e}", method="WATCH",
+                               path=path) from e
+        finally:
+            resp.release()
+
+
+def _params(params: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    out: dict[str, str] = {}
+    for k, v in params.items():
+        if v is None or v == "":
+            continue
+        out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def object_path(
+    group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """REST path of a collection or object (names are URL-quoted)."""
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    if subresource:
+        base += f"/{subresource}"
+    return base

@@ -1,0 +1,58 @@
+"""Errors a grouping decision can end in. Each names the object and, where it applies, the field.
+
+``reason`` is a short, bounded token (used as a metric label and in Events); ``str(err)`` is the
+message a person reads.
+"""
+
+from __future__ import annotations
+
+
+class GroupingError(Exception):
+    """A pod could not be grouped. Affects that pod (or workload) only, never the service."""
+
+    reason = "GroupingFailed"
+
+    def __init__(self, message: str, *, obj: str | None = None, field: str | None = None) -> None:
+        self.obj = obj
+        self.field = field
+        prefix = ""
+        if obj:
+            prefix = f"{obj}: "
+        if field:
+            prefix = f"{prefix}field {field}: "
+        super().__init__(prefix + message)
+
+
+class OwnerNotFound(GroupingError):
+    reason = "OwnerNotFound"
+
+
+class OwnerUidMismatch(GroupingError):
+    reason = "OwnerUidMismatch"
+
+
+class InvalidWorkload(GroupingError):
+    """The workload or pod is malformed for its plugin (bad annotation, missing label, ...)."""
+
+    reason = "InvalidWorkload"
+
+
+class KartaError(GroupingError):
+    """A Karta definition could not be applied to this workload."""
+
+    reason = "KartaError"
+
+
+class InvalidPodGroup(GroupingError):
+    """The decided PodGroup breaks the PodGroup webhook rules; it is reported, never written."""
+
+    reason = "InvalidPodGroup"
+
+
+class LookupForbidden(Exception):
+    """Reading an object is forbidden by RBAC. Raised by lookups, handled by owner resolution."""
+
+    def __init__(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        self.api_version, self.kind, self.namespace, self.name = api_version, kind, namespace, name
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"forbidden to read {kind} {where} ({api_version})")

@@ -1,0 +1,87 @@
+"""Small read helpers over raw Kubernetes objects (plain dicts). Objects are never mutated here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, order=True)
+class GVK:
+    group: str
+    version: str
+    kind: str
+
+    @classmethod
+    def from_api_version(cls, api_version: str, kind: str) -> GVK:
+        group, _, version = api_version.rpartition("/")
+        return cls(group, version, kind)
+
+    @classmethod
+    def of(cls, obj: Obj) -> GVK:
+        return cls.from_api_version(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.kind}.{self.version}.{self.group}" if self.group else f"{self.kind}.{self.version}"
+
+
+def meta(obj: Obj) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def name(obj: Obj) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def namespace(obj: Obj) -> str:
+    return str(meta(obj).get("namespace") or "")
+
+
+def uid(obj: Obj) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def labels(obj: Obj) -> dict[str, str]:
+    return meta(obj).get("labels") or {}
+
+
+def annotations(obj: Obj) -> dict[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def owner_references(obj: Obj) -> list[dict[str, Any]]:
+    return meta(obj).get("ownerReferences") or []
+
+
+def describe(obj: Obj) -> str:
+    """``Kind ns/name`` for messages."""
+    ns = namespace(obj)
+    return f"{obj.get('kind') or 'object'} {ns + '/' if ns else ''}{name(obj)}"
+
+
+def dig(obj: Any, *path: str | int, default: Any = None) -> Any:
+    """Follow ``path`` through nested dicts/lists; ``default`` when any step is missing."""
+    cur = obj
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(cur, list) or not -len(cur) <= step < len(cur):
+                return default
+            cur = cur[step]
+        else:
+            if not isinstance(cur, dict) or step not in cur:
+                return default
+            cur = cur[step]
+    return default if cur is None else cur
+
+
+def with_pod_typemeta(pod: Obj) -> Obj:
+    """Pods read from a typed list lack apiVersion/kind; plugins build owner refs from them."""
+    if pod.get("apiVersion") and pod.get("kind"):
+        return pod
+    return {**pod, "apiVersion": "v1", "kind": "Pod"}

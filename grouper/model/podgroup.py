@@ -1,0 +1,153 @@
+"""What a grouping plugin (native or Karta) decides a PodGroup must say.
+
+Mirrors KAI's ``podgroup.Metadata`` but keeps ``min_member`` and ``min_sub_group`` explicit
+(``None`` = unset) and carries ``provenance``: where each field's value came from, so the
+decision can be explained by ``/podgroups`` and ``grouper explain``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+PODGROUP_KIND = "PodGroup"
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """An owner reference as written on the PodGroup (no controller / blockOwnerDeletion flags)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
+
+    @classmethod
+    def of(cls, obj: dict[str, Any]) -> OwnerRef:
+        meta = obj.get("metadata") or {}
+        return cls(
+            api_version=str(obj.get("apiVersion") or ""),
+            kind=str(obj.get("kind") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+        )
+
+
+@dataclass
+class TopologyConstraint:
+    topology: str = ""
+    required_level: str = ""
+    preferred_level: str = ""
+
+    def is_empty(self) -> bool:
+        return not (self.topology or self.required_level or self.preferred_level)
+
+    def to_dict(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.preferred_level:
+            out["preferredTopologyLevel"] = self.preferred_level
+        if self.required_level:
+            out["requiredTopologyLevel"] = self.required_level
+        if self.topology:
+            out["topology"] = self.topology
+        return out
+
+
+@dataclass
+class SubGroup:
+    """One sub-group. ``pods`` lists the names of pods (same namespace) known to belong to it.
+
+    A plugin evaluates one pod at a time, so ``pods`` normally holds at most that pod; the
+    planner and the controller merge memberships over all pods of a workload.
+    """
+
+    name: str
+    min_member: int | None = None
+    min_sub_group: int | None = None
+    parent: str | None = None
+    topology: TopologyConstraint | None = None
+    pods: list[str] = field(default_factory=list)
+
+    def to_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.min_sub_group is not None:
+            out["minSubGroup"] = self.min_sub_group
+        elif self.min_member is not None:
+            out["minMember"] = self.min_member
+        if self.parent:
+            out["parent"] = self.parent
+        if self.topology is not None and not self.topology.is_empty():
+            out["topologyConstraint"] = self.topology.to_dict()
+        return out
+
+
+@dataclass
+class PodGroupMetadata:
+    name: str
+    namespace: str
+    owner: OwnerRef
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    queue: str = ""
+    priority_class_name: str = ""
+    preemptibility: str = ""  # "", "preemptible" or "non-preemptible"
+    preemption_delay: str | None = None  # a Kubernetes Duration string, e.g. "5m0s"
+    staleness_grace_period: str | None = None
+    min_member: int | None = 1
+    min_sub_group: int | None = None
+    sub_groups: list[SubGroup] = field(default_factory=list)
+    topology: TopologyConstraint = field(default_factory=TopologyConstraint)
+    # field name (e.g. "queue") -> human-readable source ("label kai.scheduler/queue on JobSet/js")
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def sub_group_of(self, pod_name: str) -> str | None:
+        """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""
+        for sg in self.sub_groups:
+            if pod_name in sg.pods:
+                return sg.name
+        return None
+
+    def spec(self) -> dict[str, Any]:
+        """The PodGroup ``spec`` exactly as it should be stored (normalized: unset fields omitted)."""
+        spec: dict[str, Any] = {}
+        if self.min_sub_group is not None:
+            spec["minSubGroup"] = self.min_sub_group
+        elif self.min_member is not None:
+            spec["minMember"] = self.min_member
+        if self.queue:
+            spec["queue"] = self.queue
+        if self.priority_class_name:
+            spec["priorityClassName"] = self.priority_class_name
+        if self.preemptibility:
+            spec["preemptibility"] = self.preemptibility
+        if self.preemption_delay:
+            spec["preemptionDelay"] = self.preemption_delay
+        if self.staleness_grace_period:
+            spec["stalenessGracePeriod"] = self.staleness_grace_period
+        if not self.topology.is_empty():
+            spec["topologyConstraint"] = self.topology.to_dict()
+        if self.sub_groups:
+            spec["subGroups"] = [sg.to_spec() for sg in self.sub_groups]
+        return spec
+
+    def to_object(self) -> dict[str, Any]:
+        """The full PodGroup object as it would be created."""
+        meta: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "ownerReferences": [self.owner.to_dict()],
+        }
+        if self.labels:
+            meta["labels"] = dict(self.labels)
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        return {
+            "apiVersion": PODGROUP_API_VERSION,
+            "kind": PODGROUP_KIND,
+            "metadata": meta,
+            "spec": self.spec(),
+        }

@@ -1,0 +1,1 @@
+"""Metrics and logging. Imported by every runtime layer; imports nothing from them."""

@@ -1,0 +1,89 @@
+"""Prometheus metrics of the pod grouper, held in one dedicated ``CollectorRegistry``.
+
+Every component receives the same :class:`Metrics` instance instead of touching the global default
+registry, so tests create a fresh one per controller and read exact counts from it. Labels are
+bounded on purpose: verbs, resources, results, reasons and plugin names — never pod or workload names.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from grouper import __version__
+
+PREFIX = "podgrouper"
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class Metrics:
+    """All metrics of one grouper process. ``registry`` is what ``/metrics`` serves."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.reconciles = Counter(
+            f"{PREFIX}_reconciles_total", "Workload reconciles by result and plugin.", ["result", "plugin"], registry=r
+        )
+        self.reconcile_duration = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Time to reconcile one workload (decide, write PodGroups, patch pods).",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.pod_grouped_latency = Histogram(
+            f"{PREFIX}_pod_grouped_latency_seconds",
+            "From pod creationTimestamp until the pod carries its pod-group-name annotation (observed on patch).",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.podgroups_written = Counter(
+            f"{PREFIX}_podgroups_written_total",
+            "PodGroup write decisions: created, updated, or unchanged (no request sent).",
+            ["operation"],
+            registry=r,
+        )
+        self.pod_patches = Counter(
+            f"{PREFIX}_pod_patches_total", "Pod patches by result (patched, unchanged, error).", ["result"], registry=r
+        )
+        self.api_requests = Counter(
+            f"{PREFIX}_api_requests_total",
+            "Requests sent to the API server by verb, resource and HTTP status code.",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.workqueue_depth = Gauge(f"{PREFIX}_workqueue_depth", "Workloads waiting in the work queue.", registry=r)
+        self.workqueue_retries = Counter(
+            f"{PREFIX}_workqueue_retries_total", "Workloads re-queued with back-off after a failure.", registry=r
+        )
+        self.watch_restarts = Counter(
+            f"{PREFIX}_watch_restarts_total", "Watches re-opened (timeout, error, stream end).", ["resource"], registry=r
+        )
+        self.relists = Counter(
+            f"{PREFIX}_relists_total", "Full LISTs after the initial one (410 Gone, errors).", ["resource"], registry=r
+        )
+        self.karta_definitions = Gauge(
+            f"{PREFIX}_karta_definitions", "Karta definitions known, by origin and state.", ["origin", "state"], registry=r
+        )
+        self.leader = Gauge(f"{PREFIX}_leader", "1 while this instance holds the leader lease (is_leader).", registry=r)
+        self.decision_errors = Counter(
+            f"{PREFIX}_decision_errors_total", "Pods whose grouping decision failed, by reason.", ["reason"], registry=r
+        )
+        self.build_info = Gauge(f"{PREFIX}_build_info", "Build information.", ["version"], registry=r)
+        self.build_info.labels(version=__version__).set(1)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """Current sample value (0 when absent); for tests and the benchmark."""
+        v = self.registry.get_sample_value(name, labels or {})
+        return float(v) if v is not None else 0.0
+
+    def api_writes(self) -> float:
+        """Total write requests (POST/PUT/PATCH/DELETE) sent so far, any resource, any code."""
+        total = 0.0
+        for metric in self.registry.collect():
+            if metric.name != f"{PREFIX}_api_requests":
+                continue
+            for s in metric.samples:
+                if s.name.endswith("_total") and s.labels.get("verb") in ("create", "update", "patch", "delete"):
+                    total += s.value
+        return total

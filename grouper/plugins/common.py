@@ -1,0 +1,383 @@
+"""Helpers shared by the grouping plugins: well-known keys, strict annotation parsing, topology
+from annotations, Go durations, and reading related objects through ``ctx.lookups``.
+
+Every error raised here is a ``GroupingError`` naming the object (``Kind ns/name``) and the field
+(``metadata.annotations["key"]``), so a person can fix the workload from the message alone.
+(Segment helpers for PyTorchJob / LeaderWorkerSet live in ``grouper.plugins.segments``.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden, OwnerNotFound
+from grouper.model.objects import GVK, Obj, describe, meta, name, uid, with_pod_typemeta
+from grouper.model.podgroup import TopologyConstraint
+
+if TYPE_CHECKING:
+    from grouper.core.context import GroupingContext
+
+# ---------------------------------------------------------------- well-known names (KAI constants)
+
+PODGROUP_NAME_PREFIX = "pg"
+PROJECT_LABEL = "project"
+PRIORITY_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+USER_KEY = "user"
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+STALENESS_GRACE_PERIOD_ANNOTATION = "kai.scheduler/staleness-grace-period"
+TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+POD_GROUP_ANNOTATION = "pod-group-name"
+
+BUILD_PRIORITY = "build"
+TRAIN_PRIORITY = "train"
+INFERENCE_PRIORITY = "inference"
+DEFAULT_QUEUE = "default-queue"
+
+PREEMPTIBLE = "preemptible"
+NON_PREEMPTIBLE = "non-preemptible"
+PREEMPTIBILITY_VALUES = (PREEMPTIBLE, NON_PREEMPTIBLE)
+
+PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+
+
+# ---------------------------------------------------------------- naming and describing
+
+
+def podgroup_name(obj: Obj) -> str:
+    """KAI's default name ``pg-<name>-<uid>`` (never truncated, as upstream)."""
+    return f"{PODGROUP_NAME_PREFIX}-{name(obj)}-{uid(obj)}"
+
+
+def describe_obj(obj: Obj) -> str:
+    """``Kind ns/name``; pods read without TypeMeta still say ``Pod``."""
+    if not obj.get("kind") and "spec" in obj and "containers" in (obj.get("spec") or {}):
+        obj = with_pod_typemeta(obj)
+    return describe(obj)
+
+
+def annotation_field(key: str) -> str:
+    return f"metadata.annotations[{json.dumps(key)}]"
+
+
+def label_field(key: str) -> str:
+    return f"metadata.labels[{json.dumps(key)}]"
+
+
+def spec_field(*path: str | int) -> str:
+    """``spec.a.b[0]`` style field path for messages."""
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+    return out
+
+
+# ---------------------------------------------------------------- strict string maps
+
+
+def string_map(obj: Obj, section: str) -> dict[str, str]:
+    """``metadata.<section>`` (labels/annotations) as ``dict[str, str]``.
+
+    Objects come from the API server (always strings) or from files for ``grouper plan`` (where YAML
+    may turn ``"1"`` into ``1``); a non-string value is reported, not guessed at.
+    """
+    raw = meta(obj).get(section)
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidWorkload(f"expected a map of strings, got {type(raw).__name__}",
+                              obj=describe_obj(obj), field=f"metadata.{section}")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidWorkload(f"{value!r} is not a string", obj=describe_obj(obj),
+                                  field=f"metadata.{section}[{json.dumps(str(key))}]")
+        out[key] = value
+    return out
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "labels")
+
+
+def annotations_of(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "annotations")
+
+
+# ---------------------------------------------------------------- integers
+
+_GO_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_go_int(text: str) -> int | None:
+    """An integer as Go's ``strconv.ParseInt(s, 10, 64)`` / ``Atoi`` reads it (no spaces, no ``_``)."""
+    if not _GO_INT_RE.fullmatch(text):
+        return None
+    return int(text)
+
+
+def parse_int(
+    value: object,
+    *,
+    obj: str,
+    field: str,
+    minimum: int | None = None,
+    maximum: int | None = INT32_MAX,
+) -> int:
+    """``value`` (an int, or a string of one) as a bounded integer; anything else is an
+    ``InvalidWorkload`` naming ``obj`` and ``field``.
+
+    Default bounds are int32 because every count in the PodGroup API is an int32.
+    """
+    if isinstance(value, bool):
+        parsed: int | None = None
+    elif isinstance(value, int):
+        parsed = value
+    elif isinstance(value, float) and value.is_integer():
+        parsed = int(value)
+    elif isinstance(value, str):
+        parsed = parse_go_int(value)
+    else:
+        parsed = None
+    if parsed is None:
+        shown = json.dumps(value) if isinstance(value, str) else repr(value)
+        raise InvalidWorkload(f"{shown} is not an integer", obj=obj, field=field)
+    if minimum is not None and parsed < minimum:
+        raise InvalidWorkload(f"{parsed} is not valid: it must be >= {minimum}", obj=obj, field=field)
+    lower = INT32_MIN if maximum == INT32_MAX else None
+    if (maximum is not None and parsed > maximum) or (lower is not None and parsed < lower):
+        raise InvalidWorkload(f"{parsed} is out of range (at most {maximum})", obj=obj, field=field)
+    return parsed
+
+
+def int_annotation(
+    obj: Obj, key: str, *, minimum: int | None = None, maximum: int | None = INT32_MAX
+) -> int | None:
+    """The integer annotation ``key`` of ``obj``; None when absent; malformed → ``InvalidWorkload``."""
+    raw = annotations_of(obj).get(key)
+    if raw is None:
+        return None
+    return parse_int(raw, obj=describe_obj(obj), field=annotation_field(key), minimum=minimum, maximum=maximum)
+
+
+def _at(obj: Obj, path: tuple[str | int, ...]) -> Any:
+    cur: Any = obj
+    for step in path:
+        if isinstance(step, int):
+            cur = cur[step] if isinstance(cur, list) and -len(cur) <= step < len(cur) else None
+        else:
+            cur = cur.get(step) if isinstance(cur, Mapping) else None
+        if cur is None:
+            return None
+    return cur
+
+
+def int_spec_field(
+    obj: Obj, *path: str | int, minimum: int | None = None, required: bool = False
+) -> int | None:
+    """The integer at ``path`` in ``obj`` (int or numeric string); None when absent and not required."""
+    cur = _at(obj, path)
+    if cur is None:
+        if required:
+            raise InvalidWorkload("is missing", obj=describe_obj(obj), field=spec_field(*path))
+        return None
+    return parse_int(cur, obj=describe_obj(obj), field=spec_field(*path), minimum=minimum)
+
+
+def str_spec_field(obj: Obj, *path: str | int) -> str | None:
+    """The string at ``path`` in ``obj``; None when absent or null; another type is an error."""
+    value = _at(obj, path)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidWorkload(f"expected a string, got {value!r}", obj=describe_obj(obj), field=spec_field(*path))
+    return value
+
+
+def list_spec_field(obj: Obj, *path: str | int) -> list[Any] | None:
+    """The list at ``path`` in ``obj``; None when absent or null; another type is an error."""
+    value = _at(obj, path)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidWorkload(f"expected a list, got {type(value).__name__}", obj=describe_obj(obj),
+                              field=spec_field(*path))
+    return value
+
+
+# ---------------------------------------------------------------- topology
+
+
+def topology_from_annotations(annotations: Mapping[str, str]) -> TopologyConstraint:
+    """The PodGroup-level constraint from ``kai.scheduler/topology`` and the two placement keys.
+
+    Values are copied as they are (KAI does not validate them here either).
+    """
+    return TopologyConstraint(
+        topology=annotations.get(TOPOLOGY_ANNOTATION, ""),
+        required_level=annotations.get(TOPOLOGY_REQUIRED_ANNOTATION, ""),
+        preferred_level=annotations.get(TOPOLOGY_PREFERRED_ANNOTATION, ""),
+    )
+
+
+# ---------------------------------------------------------------- Go durations
+#
+# KAI parses annotation durations with Go's ``time.ParseDuration`` and stores ``metav1.Duration``,
+# which the API server prints with ``time.Duration.String()`` ("5m0s", "1h0m0s", "1.5s", "300ms").
+# We store that printed form, so a PodGroup written by us equals one written by KAI and a value
+# read back from the API server compares equal to what we computed.
+
+_NS = 1
+_US = 1000 * _NS
+_MS = 1000 * _US
+_S = 1000 * _MS
+_M = 60 * _S
+_H = 60 * _M
+_UNITS = {"ns": _NS, "us": _US, "\u00b5s": _US, "\u03bcs": _US, "ms": _MS, "s": _S, "m": _M, "h": _H}
+_U63 = 1 << 63
+
+
+def parse_go_duration(text: str) -> int:
+    """Nanoseconds of a Go duration string (``"1h30m"``, ``"1.5s"``, ``"-3m"``, ``"0"``).
+
+    Follows ``time.ParseDuration``: a unit is required on every number except a lone ``0``;
+    overflow of int64 nanoseconds is an error. Raises ``ValueError`` with Go's wording.
+    """
+    orig, s = text, text
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+    total = 0
+    while s:
+        if not (s[0] == "." or "0" <= s[0] <= "9"):
+            raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+        i = 0
+        while i < len(s) and "0" <= s[i] <= "9":
+            i += 1
+        int_digits, s = s[:i], s[i:]
+        frac_digits = ""
+        if s.startswith("."):
+            s = s[1:]
+            j = 0
+            while j < len(s) and "0" <= s[j] <= "9":
+                j += 1
+            frac_digits, s = s[:j], s[j:]
+        if not int_digits and not frac_digits:
+            raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+        k = 0
+        while k < len(s) and s[k] != "." and not ("0" <= s[k] <= "9"):
+            k += 1
+        if k == 0:
+            raise ValueError(f"time: missing unit in duration {json.dumps(orig)}")
+        unit_name, s = s[:k], s[k:]
+        unit = _UNITS.get(unit_name)
+        if unit is None:
+            raise ValueError(f"time: unknown unit {json.dumps(unit_name)} in duration {json.dumps(orig)}")
+        whole = int(int_digits) if int_digits else 0
+        if whole > _U63 // unit:
+            raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+        value = whole * unit
+        if frac_digits:
+            # As Go's leadingFraction: digits past int64 precision are dropped, then float64 math.
+            frac, scale, overflow = 0, 1.0, False
+            for digit in frac_digits:
+                if overflow or frac > (_U63 - 1) // 10 or frac * 10 + int(digit) > _U63:
+                    overflow = True
+                    continue
+                frac, scale = frac * 10 + int(digit), scale * 10
+            value += int(float(frac) * (unit / scale))
+            if value > _U63:
+                raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+        total += value
+        if total > _U63:
+            raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+    if neg:
+        return -total
+    if total > _U63 - 1:
+        raise ValueError(f"time: invalid duration {json.dumps(orig)}")
+    return total
+
+
+def _frac(value: int, prec: int) -> str:
+    whole, frac = divmod(value, 10**prec)
+    if not frac:
+        return str(whole)
+    return f"{whole}.{str(frac).zfill(prec).rstrip('0')}"
+
+
+def format_go_duration(ns: int) -> str:
+    """``time.Duration(ns).String()``: ``"0s"``, ``"1.5s"``, ``"300ms"``, ``"1m30s"``, ``"1h0m0s"``."""
+    sign = "-" if ns < 0 else ""
+    u = abs(ns)
+    if u < _S:
+        if u == 0:
+            return "0s"
+        if u < _US:
+            return f"{sign}{u}ns"
+        if u < _MS:
+            return f"{sign}{_frac(u, 3)}\u00b5s"
+        return f"{sign}{_frac(u, 6)}ms"
+    seconds = _frac(u % _M, 9) + "s"
+    minutes, hours = (u // _M) % 60, u // _H
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}"
+    return f"{sign}{seconds}"
+
+
+def normalize_go_duration(text: str, *, allow_negative: bool = True) -> str:
+    """The API server's printed form of a Go duration string; ``ValueError`` when invalid."""
+    ns = parse_go_duration(text)
+    if ns < 0 and not allow_negative:
+        raise ValueError(f"must be non-negative, got {text}")
+    return format_go_duration(ns)
+
+
+# ---------------------------------------------------------------- related objects
+
+
+def is_being_deleted(obj: Obj) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def fetch(
+    ctx: GroupingContext, api_version: str, kind: str, namespace: str, obj_name: str, *, why: str
+) -> Obj | None:
+    """Read an object the plugin needs (a Job, a Revision, a PodGang, ...).
+
+    Missing → ``OwnerNotFound`` naming the object and ``why`` it was looked up — except when the pod is
+    being deleted, where None is returned and the plugin leaves the pod alone (see ``grouper.plugins``
+    docstring, upstream bug 2). RBAC denial → ``GroupingError``: the grouping cannot be decided.
+    """
+    where = f"{kind} {namespace + '/' if namespace else ''}{obj_name}"
+    try:
+        obj = ctx.lookups.get(api_version, kind, namespace, obj_name)
+    except LookupForbidden as err:
+        raise GroupingError(f"cannot read {where} ({why}): {err}") from err
+    if obj is None:
+        if is_being_deleted(ctx.pod):
+            return None
+        raise OwnerNotFound(f"{where} ({api_version}) not found; {why}")
+    if not obj.get("apiVersion") or not obj.get("kind"):
+        obj = {**obj, "apiVersion": api_version, "kind": kind}
+    return obj
+
+
+def gvk_of(obj: Obj) -> GVK:
+    return GVK.of(obj)
+

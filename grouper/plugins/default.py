@@ -1,0 +1,375 @@
+"""The default grouper: one PodGroup per top owner, minMember 1 (KAI ``defaultgrouper``).
+
+Every other plugin starts from ``default_metadata`` and changes what its workload kind needs, so the
+rules below hold for all of them unless a plugin says otherwise:
+
+- name ``pg-<topOwnerName>-<topOwnerUID>``, owner reference = top owner, namespace = the pod's;
+- labels: the top owner's, plus ``user`` from the pod when the owner has none;
+- annotations: pod annotation ``user``, ``kai.scheduler/top-owner-metadata`` (YAML name/uid/group/
+  version/kind, formatted as Go's yaml.v3 prints it), then the top owner's annotations (they win);
+- queue: top-owner label ``<queue-label-key>`` → pod label → label ``project`` (top owner, else
+  pod), suffixed ``-<nodepool>`` when the pod has the node-pool label → ``default-queue``;
+- priority class, preemptibility, preemption delay, staleness grace period: see below;
+- topology from the top owner's ``kai.scheduler/topology*`` annotations; minMember 1.
+
+Durations are Go ``time.ParseDuration`` strings; we store the form the API server prints for a
+``metav1.Duration`` ("5m" → "5m0s", "90s" → "1m30s", "1h" → "1h0m0s"), so values round-trip.
+Preemption delay ignores negative values; staleness grace period accepts them (negative disables
+stale eviction). Invalid values are skipped (as KAI does) and the skip is named in ``provenance``.
+
+Deliberate choices (reference §8):
+
+- **Priority class order (§8 item 7).** KAI tries, per owner, "owner label, else pod label, else
+  pod spec", so a pod label or ``spec.priorityClassName`` beats a label on a *higher* owner whenever
+  the direct owner has none. We try every owner's ``priorityClassName`` label (direct owner first),
+  then the pod label, then the pod spec; each must name an existing PriorityClass. Results differ
+  from KAI only when an owner above the direct one carries the label. Then the defaults ConfigMap
+  entry of each owner's kind (first existing PriorityClass), then the plugin's fallback. The
+  fallback is **not** required to exist (as KAI: the scheduler reports a missing class); its
+  provenance says so when it does not.
+- Empty label values (``kai.scheduler/queue: ""``, ``project: ""``, node-pool ``""``,
+  ``priorityClassName: ""``) count as absent, where KAI would produce an empty queue or ``proj-``.
+  An empty ``kai.scheduler/preemptibility`` label still means "derive from priority" and stops the
+  search, as in KAI.
+- Plugins call this with the whole owner chain (KAI's plugins mostly pass only the top owner); this
+  only matters when an intermediate owner carries priority/preemptibility labels or delay
+  annotations, which then count too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from grouper.core.config import GroupingConfig
+from grouper.core.context import GroupingContext
+from grouper.model.errors import LookupForbidden
+from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, with_pod_typemeta
+from grouper.model.podgroup import OwnerRef, PodGroupMetadata
+from grouper.plugins.common import (
+    DEFAULT_QUEUE,
+    PREEMPTIBILITY_LABEL,
+    PREEMPTIBILITY_VALUES,
+    PREEMPTION_DELAY_ANNOTATION,
+    PRIORITY_LABEL,
+    PROJECT_LABEL,
+    STALENESS_GRACE_PERIOD_ANNOTATION,
+    TOP_OWNER_METADATA_ANNOTATION,
+    TRAIN_PRIORITY,
+    USER_KEY,
+    annotations_of,
+    labels_of,
+    normalize_go_duration,
+    podgroup_name,
+    topology_from_annotations,
+)
+from grouper.plugins.defaults_configmap import (
+    DefaultsConfigMapError,
+    TypeDefaults,
+    default_priority_class_for_kind,
+    defaults_for_kind,
+    group_kind_key,
+    parse_defaults_configmap,
+)
+
+log = logging.getLogger(__name__)
+
+
+def default_metadata(
+    ctx: GroupingContext,
+    *,
+    top_owner: Obj | None = None,
+    owners: list[Obj] | None = None,
+    priority_fallback: str = TRAIN_PRIORITY,
+) -> PodGroupMetadata:
+    """The default PodGroup for ``ctx.pod``.
+
+    ``top_owner``/``owners`` default to ``ctx.top_owner``/``ctx.owners``; plugins pass another object
+    (a Revision, a PodGang, a Job) as top owner. An empty owner list means "the top owner alone".
+    """
+    pod = with_pod_typemeta(ctx.pod)
+    top = ctx.top_owner if top_owner is None else top_owner
+    if top is ctx.pod:  # a bare pod is its own top owner; pods from typed lists lack apiVersion/kind
+        top = pod
+    chain = list(ctx.owners if owners is None else owners) or [top]
+    top_labels, top_annotations = labels_of(top), annotations_of(top)
+    pod_labels, pod_annotations = labels_of(pod), annotations_of(pod)
+    provenance: dict[str, str] = {}
+
+    labels = dict(top_labels)
+    if USER_KEY not in labels and USER_KEY in pod_labels:
+        labels[USER_KEY] = pod_labels[USER_KEY]
+
+    annotations: dict[str, str] = {}
+    if USER_KEY in pod_annotations:
+        annotations[USER_KEY] = pod_annotations[USER_KEY]
+    annotations[TOP_OWNER_METADATA_ANNOTATION] = top_owner_metadata_yaml(top)
+    annotations.update(top_annotations)
+
+    queue, provenance["queue"] = resolve_queue(top, pod, ctx.config)
+    defaults, defaults_source = load_defaults(ctx)
+    priority, provenance["priorityClassName"] = resolve_priority_class(
+        ctx, chain, pod, priority_fallback, defaults, defaults_source
+    )
+    preemptibility, provenance["preemptibility"] = resolve_preemptibility(chain, pod, defaults, defaults_source)
+    delay, provenance["preemptionDelay"] = first_duration(
+        chain, pod, PREEMPTION_DELAY_ANNOTATION, allow_negative=False
+    )
+    staleness, provenance["stalenessGracePeriod"] = first_duration(
+        chain, pod, STALENESS_GRACE_PERIOD_ANNOTATION, allow_negative=True
+    )
+    topology = topology_from_annotations(top_annotations)
+    provenance["topology"] = (
+        f"annotations kai.scheduler/topology* on {describe(top)}" if not topology.is_empty() else "none"
+    )
+    provenance["minMember"] = "default grouper: 1"
+    provenance["name"] = f"pg-<name>-<uid> of {describe(top)}"
+
+    return PodGroupMetadata(
+        name=podgroup_name(top),
+        namespace=namespace(pod) or namespace(top),
+        owner=OwnerRef.of(top),
+        labels=labels,
+        annotations=annotations,
+        queue=queue,
+        priority_class_name=priority,
+        preemptibility=preemptibility,
+        preemption_delay=delay,
+        staleness_grace_period=staleness,
+        min_member=1,
+        topology=topology,
+        provenance=provenance,
+    )
+
+
+class DefaultGrouper:
+    """The default plugin; other kinds reuse it with another priority fallback and name."""
+
+    name = "default"
+
+    def __init__(self, priority_fallback: str = TRAIN_PRIORITY, name: str = "default") -> None:
+        self.priority_fallback = priority_fallback
+        self.name = name
+
+    def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
+        return default_metadata(ctx, priority_fallback=self.priority_fallback)
+
+    def __repr__(self) -> str:
+        return f"DefaultGrouper(priority_fallback={self.priority_fallback!r}, name={self.name!r})"
+
+
+def apply_nodepool_label(md: PodGroupMetadata, pod: Obj, config: GroupingConfig) -> None:
+    """Copy the pod's ``<nodepool-label-key>`` label onto the PodGroup when the plugin set none.
+
+    The core calls this for every plugin's result (KAI ``addNodePoolLabel``).
+    """
+    key = config.nodepool_label_key
+    if not key or key in md.labels:
+        return
+    value = labels_of(pod).get(key)
+    if value is not None:
+        md.labels[key] = value
+        md.provenance["nodePoolLabel"] = f"label {key} copied from {describe(with_pod_typemeta(pod))}"
+
+
+# ---------------------------------------------------------------- queue
+
+
+def resolve_queue(top: Obj, pod: Obj, config: GroupingConfig) -> tuple[str, str]:
+    """The queue and where it came from."""
+    key = config.queue_label_key
+    top_labels, pod_labels = labels_of(top), labels_of(pod)
+    if top_labels.get(key):
+        return top_labels[key], f"label {key} on {describe(top)}"
+    if pod_labels.get(key):
+        return pod_labels[key], f"label {key} on {describe(pod)}"
+    if top_labels.get(PROJECT_LABEL):
+        project, source = top_labels[PROJECT_LABEL], f"label {PROJECT_LABEL} on {describe(top)}"
+    elif pod_labels.get(PROJECT_LABEL):
+        project, source = pod_labels[PROJECT_LABEL], f"label {PROJECT_LABEL} on {describe(pod)}"
+    else:
+        return DEFAULT_QUEUE, f"fallback: {DEFAULT_QUEUE}"
+    nodepool = pod_labels.get(config.nodepool_label_key) if config.nodepool_label_key else None
+    if nodepool:
+        return f"{project}-{nodepool}", f"{source} + node-pool label {config.nodepool_label_key} on {describe(pod)}"
+    return project, source
+
+
+# ---------------------------------------------------------------- defaults ConfigMap
+
+
+def load_defaults(ctx: GroupingContext) -> tuple[dict[str, TypeDefaults], str]:
+    """The parsed defaults ConfigMap (empty when unset, missing or malformed) and a description.
+
+    KAI re-reads it on every decision (so a changed ConfigMap applies at once); so do we.
+    """
+    try:
+        cm = ctx.lookups.defaults_configmap()
+    except LookupForbidden as err:
+        log.warning("cannot read the defaults ConfigMap: %s", err)
+        return {}, ""
+    if cm is None:
+        return {}, ""
+    try:
+        return parse_defaults_configmap(cm), f"{namespace(cm)}/{name(cm)}"
+    except DefaultsConfigMapError as err:
+        log.warning("ignoring the defaults ConfigMap: %s", err)
+        return {}, ""
+
+
+def priority_class_exists(ctx: GroupingContext, class_name: str) -> bool:
+    """Whether PriorityClass ``class_name`` exists; "" and unreadable count as missing (as KAI)."""
+    if not class_name:
+        return False
+    try:
+        return ctx.lookups.priority_class_exists(class_name)
+    except LookupForbidden:
+        return False
+
+
+def _with_skipped(source: str, skipped: list[str]) -> str:
+    return f"{source} (skipped: {'; '.join(skipped)})" if skipped else source
+
+
+# ---------------------------------------------------------------- priority class
+
+
+def resolve_priority_class(
+    ctx: GroupingContext,
+    chain: list[Obj],
+    pod: Obj,
+    fallback: str,
+    defaults: dict[str, TypeDefaults],
+    defaults_source: str,
+) -> tuple[str, str]:
+    """The priority class name and where it came from (order: module docstring)."""
+    candidates: list[tuple[str, str]] = []
+    for owner in chain:
+        value = labels_of(owner).get(PRIORITY_LABEL)
+        if value:
+            candidates.append((value, f"label {PRIORITY_LABEL} on {describe(owner)}"))
+    pod_label = labels_of(pod).get(PRIORITY_LABEL)
+    if pod_label:
+        candidates.append((pod_label, f"label {PRIORITY_LABEL} on {describe(pod)}"))
+    pod_spec = dig(pod, "spec", "priorityClassName")
+    if isinstance(pod_spec, str) and pod_spec:
+        candidates.append((pod_spec, f"PriorityClass from pod spec.priorityClassName of {describe(pod)}"))
+
+    skipped: list[str] = []
+    for value, source in candidates:
+        if priority_class_exists(ctx, value):
+            return value, _with_skipped(source, skipped)
+        skipped.append(f"PriorityClass {value!r} from {source} does not exist")
+
+    for owner in chain:
+        gvk = GVK.of(owner)
+        value = default_priority_class_for_kind(defaults, gvk)
+        if not value:
+            continue
+        if priority_class_exists(ctx, value):
+            entry = defaults_for_kind(defaults, gvk)
+            key = entry.key if entry else group_kind_key(gvk.group, gvk.kind)
+            return value, _with_skipped(
+                f"defaults ConfigMap {defaults_source} entry {key} for {describe(owner)}", skipped
+            )
+        skipped.append(f"PriorityClass {value!r} from defaults ConfigMap for {describe(owner)} does not exist")
+
+    source = f"fallback: {fallback}"
+    if not priority_class_exists(ctx, fallback):
+        source += " (no such PriorityClass in the cluster)"
+    return fallback, _with_skipped(source, skipped)
+
+
+# ---------------------------------------------------------------- preemptibility
+
+
+def resolve_preemptibility(
+    chain: list[Obj], pod: Obj, defaults: dict[str, TypeDefaults], defaults_source: str
+) -> tuple[str, str]:
+    """``preemptible`` / ``non-preemptible`` / "" and where it came from."""
+    skipped: list[str] = []
+    for obj in [*chain, pod]:
+        value = labels_of(obj).get(PREEMPTIBILITY_LABEL)
+        if value is None:
+            continue
+        source = f"label {PREEMPTIBILITY_LABEL} on {describe(obj)}"
+        if value == "":
+            return "", _with_skipped(f"{source} is empty: derived by the scheduler from the priority", skipped)
+        if value in PREEMPTIBILITY_VALUES:
+            return value, _with_skipped(source, skipped)
+        skipped.append(f"invalid {value!r} from {source}")
+    for owner in chain:
+        entry = defaults_for_kind(defaults, GVK.of(owner))
+        if entry is None or not entry.preemptibility:
+            continue
+        value = entry.preemptibility.lower()
+        source = f"defaults ConfigMap {defaults_source} entry {entry.key} for {describe(owner)}"
+        if value in PREEMPTIBILITY_VALUES:
+            return value, _with_skipped(source, skipped)
+        skipped.append(f"invalid {entry.preemptibility!r} from {source}")
+    return "", _with_skipped("none: derived by the scheduler from the priority", skipped)
+
+
+# ---------------------------------------------------------------- durations
+
+
+def first_duration(chain: list[Obj], pod: Obj, key: str, *, allow_negative: bool) -> tuple[str | None, str]:
+    """The first valid duration annotation ``key`` on the owners (direct first), then the pod."""
+    skipped: list[str] = []
+    for obj in [*chain, pod]:
+        raw = annotations_of(obj).get(key)
+        if raw is None:
+            continue
+        source = f"annotation {key} on {describe(obj)}"
+        try:
+            return normalize_go_duration(raw, allow_negative=allow_negative), _with_skipped(source, skipped)
+        except ValueError as err:
+            skipped.append(f"invalid {raw!r} from {source}: {err}")
+    return None, _with_skipped("none", skipped)
+
+
+# ---------------------------------------------------------------- top-owner metadata annotation
+
+_YAML_NON_STRING = re.compile(
+    r"""(?x)
+    ~|null|Null|NULL|true|True|TRUE|false|False|FALSE
+    |y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF
+    |[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)
+    |[-+]?[0-9_]+|[-+]?0b[01_]+|[-+]?0o?[0-7_]+|[-+]?0x[0-9a-fA-F_]+
+    |[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?
+    """
+)
+_YAML_PLAIN = re.compile(r"[A-Za-z0-9_./()+][A-Za-z0-9_./()+-]*")
+
+
+def _yaml_scalar(value: str) -> str:
+    """A string scalar the way Go's yaml.v3 prints it: plain when unambiguous, ``"..."`` when it
+    would read back as another type (``"1"``, ``""``, ``"true"``), ``'...'`` otherwise."""
+    if value == "" or _YAML_NON_STRING.fullmatch(value) or "\n" in value or not value.isprintable():
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if _YAML_PLAIN.fullmatch(value):
+        return value
+    return "'" + value.replace("'", "''") + "'"
+
+
+def top_owner_metadata_yaml(top: Obj) -> str:
+    """``kai.scheduler/top-owner-metadata``: name, uid, group, version, kind of the top owner."""
+    gvk = GVK.of(top)
+    ref = OwnerRef.of(top)
+    fields = (("name", ref.name), ("uid", ref.uid), ("group", gvk.group), ("version", gvk.version),
+              ("kind", gvk.kind))
+    return "".join(f"{key}: {_yaml_scalar(value)}\n" for key, value in fields)
+
+
+__all__ = [
+    "DefaultGrouper",
+    "apply_nodepool_label",
+    "default_metadata",
+    "load_defaults",
+    "priority_class_exists",
+    "resolve_preemptibility",
+    "resolve_priority_class",
+    "resolve_queue",
+    "top_owner_metadata_yaml",
+]

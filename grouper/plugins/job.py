@@ -1,0 +1,62 @@
+"""batch/v1 Job (KAI ``plugins/job/job_grouper.go``): the default grouper plus a min-member override.
+
+- minMember = Job annotation ``kai.scheduler/batch-min-member`` (an int32), else 1. KAI accepts any
+  int32; we reject negative values (the PodGroup API would reject them on write) and keep 0
+  (API-valid: no gang).
+- Legacy name: with ``--search-legacy-pg`` (default on) a PodGroup named ``pg-<pod>-<jobUID>`` that
+  already exists is reused so running pods are not re-parented during an upgrade from releases
+  that grouped per pod; minMember is then 1 (and the annotation is not read, as in KAI).
+"""
+
+from __future__ import annotations
+
+from grouper.core.context import GroupingContext
+from grouper.model.errors import GroupingError, LookupForbidden
+from grouper.model.objects import Obj, describe, name, namespace, uid
+from grouper.model.podgroup import PodGroupMetadata
+from grouper.plugins.common import (
+    MIN_MEMBER_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_NAME_PREFIX,
+    int_annotation,
+)
+from grouper.plugins.default import default_metadata
+
+
+def legacy_podgroup_exists(ctx: GroupingContext, pg_name: str) -> bool:
+    """Whether PodGroup ``pg_name`` exists in the pod's namespace (a read error is an error, as KAI)."""
+    ns = namespace(ctx.pod)
+    try:
+        return ctx.lookups.get(PODGROUP_API_VERSION, "PodGroup", ns, pg_name) is not None
+    except LookupForbidden as err:
+        raise GroupingError(f"cannot look for legacy PodGroup {ns}/{pg_name}: {err}") from err
+
+
+def apply_min_member_override(md: PodGroupMetadata, job: Obj) -> None:
+    """minMember from the Job's ``kai.scheduler/batch-min-member`` annotation, when present."""
+    value = int_annotation(job, MIN_MEMBER_ANNOTATION, minimum=0)
+    if value is not None:
+        md.min_member = value
+        md.provenance["minMember"] = f"annotation {MIN_MEMBER_ANNOTATION} on {describe(job)}"
+
+
+class JobGrouper:
+    """One PodGroup per Job; minMember from ``kai.scheduler/batch-min-member``."""
+
+    name = "BatchJob Grouper"
+
+    def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
+        job = ctx.top_owner
+        md = default_metadata(ctx)
+        legacy = f"{PODGROUP_NAME_PREFIX}-{name(ctx.pod)}-{uid(job)}"
+        if ctx.config.search_legacy_pg and legacy != md.name and legacy_podgroup_exists(ctx, legacy):
+            md.name = legacy
+            md.provenance["name"] = "legacy PodGroup pg-<pod>-<jobUID> already exists (--search-legacy-pg)"
+            md.min_member = 1
+            md.provenance["minMember"] = "legacy PodGroup: 1"
+            return md
+        apply_min_member_override(md, job)
+        return md
+
+
+__all__ = ["JobGrouper", "apply_min_member_override", "legacy_podgroup_exists"]

@@ -1,0 +1,192 @@
+"""Settings of ``grouper run``: KAI's flag names and defaults (kai-podgrouper.md §4.1) plus our own.
+
+Every flag can also come from the environment as ``GROUPER_<FLAG_IN_UPPER_SNAKE>`` (e.g.
+``GROUPER_SCHEDULER_NAME``, ``GROUPER_LEADER_ELECT=true``); a flag on the command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from grouper.core.config import GroupingConfig
+
+
+def default_definitions_dir() -> str:
+    """The repository's ``definitions/`` next to the package, when present (a source checkout); else ""."""
+    here = Path(__file__).resolve().parents[2] / "definitions"
+    return str(here) if here.is_dir() else ""
+
+
+def parse_bool(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on", "t", "y"):
+        return True
+    if v in ("0", "false", "no", "off", "f", "n", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
+
+
+def parse_selector(value: str) -> str:
+    """``k=v,k2=v2`` (equality only, like upstream); returned normalized, validated."""
+    pairs = [p.strip() for p in value.split(",") if p.strip()]
+    for p in pairs:
+        k, sep, _v = p.partition("=")
+        if not sep or not k.strip() or "!" in k or p.count("=") != 1:
+            raise argparse.ArgumentTypeError(f"label selector {value!r}: expected k=v[,k2=v2], got {p!r}")
+    return ",".join(pairs)
+
+
+def parse_log_level(value: str) -> str:
+    v = value.lower()
+    if v not in ("debug", "info", "warning", "error"):
+        raise argparse.ArgumentTypeError(f"log level {value!r}: one of debug, info, warning, error")
+    return v
+
+
+def parse_log_format(value: str) -> str:
+    v = value.lower()
+    if v not in ("json", "text"):
+        raise argparse.ArgumentTypeError(f"log format {value!r}: json or text")
+    return v
+
+
+def parse_bind(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"bind address {value!r}: expected HOST:PORT (e.g. 0.0.0.0:8080)")
+    return f"{host or '0.0.0.0'}:{port}"
+
+
+def positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def non_negative_float(value: str) -> float:
+    f = float(value)
+    if f < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {f}")
+    return f
+
+
+@dataclass
+class RunSettings:
+    # KAI podgrouper flags
+    scheduler_name: str = "kai-scheduler"
+    queue_label_key: str = "kai.scheduler/queue"
+    nodepool_label_key: str = "kai.scheduler/node-pool"
+    qps: float = 50.0
+    burst: int = 300
+    max_concurrent_reconciles: int = 10
+    leader_elect: bool = False
+    generic_karta_fallback: bool = True
+    knative_gang_schedule: bool = True
+    search_legacy_pg: bool = True
+    default_priorities_configmap_name: str = ""
+    default_priorities_configmap_namespace: str = ""
+    pod_label_selector: str = ""
+    namespace_label_selector: str = ""
+    # ours
+    leader_election_namespace: str = "kai-system"
+    leader_election_id: str = "kai-pod-grouper"
+    definitions: str = ""
+    kubeconfig: str = ""
+    context: str = ""
+    server: str = ""
+    token_file: str = ""
+    certificate_authority: str = ""
+    http_bind_address: str = "0.0.0.0:8080"
+    log_level: str = "info"
+    log_format: str = "json"
+    shutdown_drain_seconds: float = 10.0
+
+    def grouping_config(self) -> GroupingConfig:
+        return GroupingConfig(
+            scheduler_name=self.scheduler_name,
+            queue_label_key=self.queue_label_key,
+            nodepool_label_key=self.nodepool_label_key,
+            knative_gang_schedule=self.knative_gang_schedule,
+            generic_karta_fallback=self.generic_karta_fallback,
+            search_legacy_pg=self.search_legacy_pg,
+            default_priorities_configmap_name=self.default_priorities_configmap_name,
+            default_priorities_configmap_namespace=self.default_priorities_configmap_namespace,
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunSettings:
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)})
+
+
+# flag -> (type, help). Defaults come from RunSettings (and the environment).
+FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "scheduler-name": (str, "handle pods whose spec.schedulerName is this"),
+    "queue-label-key": (str, "label key naming the queue"),
+    "nodepool-label-key": (str, "node-pool label copied from the pod to a new PodGroup ('' disables)"),
+    "qps": (non_negative_float, "client-side API request rate (token bucket refill; 0 = unlimited)"),
+    "burst": (positive_int, "client-side API request burst (token bucket size)"),
+    "max-concurrent-reconciles": (positive_int, "workloads reconciled concurrently"),
+    "leader-elect": (parse_bool, "run leader election; only the leader writes"),
+    "generic-karta-fallback": (parse_bool, "use Karta definitions for kinds without a native plugin"),
+    "knative-gang-schedule": (parse_bool, "one gang PodGroup per Knative revision (else per pod)"),
+    "search-legacy-pg": (parse_bool, "reuse legacy-shaped PodGroups of batch Jobs / RunaiJobs / JobSets / Ray"),
+    "default-priorities-configmap-name": (str, "ConfigMap with per-kind default priority/preemptibility"),
+    "default-priorities-configmap-namespace": (str, "namespace of that ConfigMap (both flags needed)"),
+    "pod-label-selector": (parse_selector, "only pods with these labels, k=v[,k2=v2]"),
+    "namespace-label-selector": (parse_selector, "only pods in namespaces with these labels, k=v[,k2=v2]"),
+    "leader-election-namespace": (str, "namespace of the leader-election Lease"),
+    "leader-election-id": (str, "name of the leader-election Lease"),
+    "definitions": (str, "directory of built-in Karta definitions (default: the repository's definitions/ "
+                         "next to the package when present; '' = none)"),
+    "kubeconfig": (str, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)"),
+    "context": (str, "kubeconfig context (default: the current one)"),
+    "server": (str, "API server URL; with --token-file / --certificate-authority, instead of a kubeconfig"),
+    "token-file": (str, "bearer token file for --server (re-read when it rotates)"),
+    "certificate-authority": (str, "CA bundle for --server"),
+    "http-bind-address": (parse_bind, "HOST:PORT of the HTTP server (health, metrics and API on one port)"),
+    "log-level": (parse_log_level, "debug, info, warning or error"),
+    "log-format": (parse_log_format, "json (one object per line) or text"),
+    "shutdown-drain-seconds": (non_negative_float, "on SIGTERM, wait this long for in-flight reconciles"),
+}
+
+
+def env_name(flag: str) -> str:
+    return "GROUPER_" + flag.upper().replace("-", "_")
+
+
+def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = None) -> None:
+    """Add every ``grouper run`` flag; defaults from ``GROUPER_*`` environment variables when set."""
+    env = os.environ if environ is None else environ
+    base = RunSettings(definitions=default_definitions_dir())
+    for flag, (typ, help_text) in FLAGS.items():
+        attr = flag.replace("-", "_")
+        default = getattr(base, attr)
+        raw = env.get(env_name(flag))
+        if raw is not None:
+            try:
+                default = typ(raw)
+            except (argparse.ArgumentTypeError, ValueError) as e:
+                parser.error(f"{env_name(flag)}={raw!r}: {e}")
+        kwargs: dict[str, Any] = {"dest": attr, "type": typ, "default": default, "metavar": _metavar(default),
+                                  "help": f"{help_text} [env {env_name(flag)}; default: {default!r}]"}
+        if typ is parse_bool:
+            kwargs.update(nargs="?", const=True, metavar="BOOL")
+        parser.add_argument(f"--{flag}", **kwargs)
+
+
+def _metavar(default: Any) -> str:
+    if isinstance(default, bool):
+        return "BOOL"
+    if isinstance(default, int):
+        return "N"
+    if isinstance(default, float):
+        return "X"
+    return "VALUE"

@@ -1,0 +1,166 @@
+"""Warning Events (core/v1, reason ``PodGrouperWarning``, source component ``pod-grouper``).
+
+A workload that keeps failing is retried with back-off for as long as it exists, so events are
+de-duplicated and rate-limited per (object, reason) like client-go's correlator:
+
+- the same message again within ``aggregate_window`` only bumps the existing Event's ``count`` —
+  and that PATCH is sent at most once per ``patch_interval`` (counts in between accumulate locally);
+- a *different* message starts a new Event, but each (object, reason) has a token bucket
+  (``burst`` Events, one more per ``refill`` seconds); beyond it messages are dropped (and logged).
+
+Event writes never raise: a failure to report a failure must not fail the reconcile.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from grouper.kube.discovery import WELL_KNOWN
+from grouper.kube.transport import ApiError, KubeClient
+from grouper.model.objects import GVK
+
+log = logging.getLogger(__name__)
+
+REASON = "PodGrouperWarning"
+COMPONENT = "pod-grouper"
+EVENT_RESOURCE = WELL_KNOWN[GVK("", "v1", "Event")]
+
+
+@dataclass
+class InvolvedObject:
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        return out
+
+    @property
+    def key(self) -> str:
+        return self.uid or f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass
+class _Series:
+    message: str
+    event_name: str
+    namespace: str
+    first: str
+    count: int
+    sent_count: int
+    last_sent: float
+    last_seen: float
+    tokens: float
+    stamp: float
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        can_write: Callable[[], bool] = lambda: True,
+        host: str | None = None,
+        aggregate_window: float = 600.0,
+        patch_interval: float = 60.0,
+        burst: int = 5,
+        refill: float = 60.0,
+        max_tracked: int = 4096,
+    ) -> None:
+        self.client = client
+        self.can_write = can_write
+        self.host = host or socket.gethostname()
+        self.aggregate_window, self.patch_interval = aggregate_window, patch_interval
+        self.burst, self.refill = burst, refill
+        self.max_tracked = max_tracked
+        self._series: collections.OrderedDict[tuple[str, str], _Series] = collections.OrderedDict()
+        self.sent = 0  # Events created or patched (for tests and logs)
+        self.suppressed = 0
+
+    async def warn(self, obj: InvolvedObject, message: str, reason: str = REASON) -> None:
+        """Report ``message`` about ``obj`` as a Warning Event, subject to de-duplication and rate limits."""
+        if not self.can_write():
+            return
+        key = (obj.key, reason)
+        now = time.monotonic()
+        s = self._series.get(key)
+        if s is not None:
+            self._series.move_to_end(key)
+            s.tokens = min(self.burst, s.tokens + (now - s.stamp) / self.refill)
+            s.stamp = now
+            if s.message == message and now - s.last_seen < self.aggregate_window:
+                s.count += 1
+                s.last_seen = now
+                if now - s.last_sent >= self.patch_interval:
+                    await self._patch_count(s)
+                else:
+                    self.suppressed += 1
+                return
+            if s.tokens < 1:
+                self.suppressed += 1
+                log.debug("event suppressed (rate limit)", extra={"object": obj.key, "reason": reason})
+                return
+            s.tokens -= 1
+        else:
+            s = _Series("", "", "", "", 0, 0, 0.0, 0.0, float(self.burst - 1), now)
+        await self._create(obj, reason, message, s, now)
+        self._series[key] = s
+        self._series.move_to_end(key)
+        while len(self._series) > self.max_tracked:
+            self._series.popitem(last=False)
+
+    async def _create(self, obj: InvolvedObject, reason: str, message: str, s: _Series, now: float) -> None:
+        ts = _now_rfc3339()
+        namespace = obj.namespace or "default"
+        name = f"{obj.name}.{time.time_ns():x}"
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": obj.to_dict(),
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning",
+            "source": {"component": COMPONENT, "host": self.host},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.host,
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        s.message, s.event_name, s.namespace, s.first = message, name, namespace, ts
+        s.count = s.sent_count = 1
+        s.last_sent = s.last_seen = now
+        try:
+            await self.client.create(EVENT_RESOURCE.path(namespace), body)
+            self.sent += 1
+        except ApiError as e:
+            log.warning("cannot record event on %s/%s: %s", obj.kind, obj.name, e)
+
+    async def _patch_count(self, s: _Series) -> None:
+        s.last_sent = time.monotonic()
+        try:
+            await self.client.merge_patch(EVENT_RESOURCE.path(s.namespace, s.event_name),
+                                          {"count": s.count, "lastTimestamp": _now_rfc3339()})
+            s.sent_count = s.count
+            self.sent += 1
+        except ApiError as e:
+            log.debug("cannot update event %s: %s", s.event_name, e)

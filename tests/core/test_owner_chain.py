@@ -1,0 +1,105 @@
+"""Owner resolution: controller reference first, forbidden reads, missing owners, cycles."""
+
+from __future__ import annotations
+
+import pytest
+
+from grouper.core.lookups import InMemoryLookups
+from grouper.core.owner_chain import resolve_owners
+from grouper.model.errors import OwnerNotFound, OwnerUidMismatch
+
+
+def obj(api_version: str, kind: str, name: str, uid: str, owners: list[dict] | None = None, ns: str = "ns") -> dict:
+    meta: dict = {"name": name, "namespace": ns, "uid": uid}
+    if owners:
+        meta["ownerReferences"] = owners
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+def ref(o: dict, controller: bool | None = None) -> dict:
+    r = {"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]}
+    if controller is not None:
+        r["controller"] = controller
+    return r
+
+
+JOBSET = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", "u-js")
+JOB = obj("batch/v1", "Job", "js-worker-0", "u-job", [ref(JOBSET, True)])
+
+
+def test_walks_to_the_top_owner_direct_owner_first() -> None:
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(JOB, True)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, JOB]))
+    assert [o["metadata"]["name"] for o in chain.owners] == ["js-worker-0", "js"]
+    assert chain.top_owner is JOBSET
+    assert chain.truncated is None
+
+
+def test_ownerless_pod_is_its_own_top_owner() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+    chain = resolve_owners(pod, InMemoryLookups())
+    assert chain.owners == []
+    assert chain.top_owner["kind"] == "Pod" and chain.top_owner["apiVersion"] == "v1"
+
+
+def test_follows_the_controller_reference_not_the_first() -> None:
+    other = obj("v1", "ConfigMap", "cm", "u-cm")
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(other), ref(JOB, True)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, JOB, other]))
+    assert chain.top_owner is JOBSET
+    assert any("controller reference" in n for n in chain.notes)
+
+
+def test_without_controller_reference_follows_the_first() -> None:
+    other = obj("v1", "ConfigMap", "cm", "u-cm")
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(other), ref(JOB)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, JOB, other]))
+    assert chain.top_owner is other
+
+
+def test_intermediate_with_several_owners_is_not_an_error() -> None:
+    # KAI fails here ("found ... with multiple owners"); we follow the controller reference.
+    extra = obj("v1", "ConfigMap", "cm", "u-cm")
+    job = obj("batch/v1", "Job", "j", "u-j", [ref(extra), ref(JOBSET, True)])
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(job, True)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, job, extra]))
+    assert chain.top_owner is JOBSET
+
+
+def test_missing_owner_is_an_error_naming_the_reference() -> None:
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(JOB, True)])
+    with pytest.raises(OwnerNotFound) as err:
+        resolve_owners(pod, InMemoryLookups([JOBSET]))
+    assert "Job ns/js-worker-0" in str(err.value)
+    assert "metadata.ownerReferences" in str(err.value)
+    assert "Pod ns/p" in str(err.value)
+
+
+def test_uid_mismatch_is_an_error() -> None:
+    stale = dict(ref(JOB, True), uid="old-uid")
+    pod = obj("v1", "Pod", "p", "u-pod", [stale])
+    with pytest.raises(OwnerUidMismatch, match="re-created"):
+        resolve_owners(pod, InMemoryLookups([JOBSET, JOB]))
+
+
+def test_forbidden_owner_stops_the_walk_and_says_so() -> None:
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(JOB, True)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, JOB], forbidden=[("jobset.x-k8s.io", "JobSet")]))
+    assert chain.top_owner is JOB
+    assert chain.truncated and "forbidden to read JobSet ns/js" in chain.truncated
+
+
+def test_forbidden_first_owner_makes_the_pod_the_top_owner() -> None:
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(JOB, True)])
+    chain = resolve_owners(pod, InMemoryLookups([JOBSET, JOB], forbidden=[("batch", "Job")]))
+    assert chain.top_owner["metadata"]["name"] == "p"
+    assert chain.owners == []
+
+
+def test_reference_cycle_is_an_error() -> None:
+    a = obj("example.com/v1", "A", "a", "u-a")
+    b = obj("example.com/v1", "B", "b", "u-b", [ref(a, True)])
+    a["metadata"]["ownerReferences"] = [ref(b, True)]
+    pod = obj("v1", "Pod", "p", "u-pod", [ref(a, True)])
+    with pytest.raises(OwnerNotFound, match="cycle"):
+        resolve_owners(pod, InMemoryLookups([a, b]))

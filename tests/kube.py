@@ -1,0 +1,282 @@
+"""A small synchronous Kubernetes client for tests (httpx), working on raw REST paths and plain dicts.
+
+    kube.create("/api/v1/namespaces/ns/pods", pod)
+    kube.patch("/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg", {"spec": {...}})
+    for event_type, obj in kube.watch("/api/v1/namespaces/ns/pods", timeout_seconds=10): ...
+    kube.apply_yaml(Path("deploy/rbac.yaml").read_text())    # server-side apply, paths via discovery
+
+Non-2xx answers raise :class:`KubeError` (``.status``, ``.reason``, ``.message``, ``.body``).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import yaml
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+T = TypeVar("T")
+
+
+class KubeError(Exception):
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        self.reason = body.get("reason", "") if isinstance(body, dict) else ""
+        self.message = body.get("message", "") if isinstance(body, dict) else str(body)
+        super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}")
+
+
+def api_prefix(api_version: str) -> str:
+    """``v1`` -> ``/api/v1``; ``apps/v1`` -> ``/apis/apps/v1``."""
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+
+
+def wait_until(
+    fn: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "condition"
+) -> T:
+    """Call ``fn`` until it returns something truthy; return that value, or raise TimeoutError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Kube:
+    def __init__(self, server: str, token: str, ca_file: str, timeout: float = 30.0) -> None:
+        self.server, self.token, self.ca_file = server, token, ca_file
+        self._ssl = ssl.create_default_context(cafile=ca_file)
+        self._client = httpx.Client(
+            base_url=server,
+            verify=self._ssl,
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+        )
+        self._discovery: dict[str, dict[str, dict[str, Any]]] = {}  # apiVersion -> kind -> resource
+
+    @classmethod
+    def from_cluster(cls, cluster: Any, token: str | None = None) -> Kube:
+        """For a :class:`grouper.devcluster.LocalCluster`; admin unless ``token`` is given."""
+        return cls(cluster.server, token or cluster.admin_token, cluster.ca_file)
+
+    def with_token(self, token: str) -> Kube:
+        """A new client for the same cluster authenticating with another bearer token."""
+        return Kube(self.server, token, self.ca_file)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ raw
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The raw response (no status check)."""
+        return self._client.request(method, path, **kwargs)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self._client.request(method, path, **kwargs)
+        body: Any
+        try:
+            body = resp.json() if resp.content else None
+        except ValueError:
+            body = resp.text
+        if resp.status_code >= 300:
+            raise KubeError(method, path, resp.status_code, body)
+        return body
+
+    # ------------------------------------------------------------------ verbs
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return dict(self._call("GET", path, params=params or None))
+
+    def exists(self, path: str) -> bool:
+        status = self._client.get(path).status_code
+        if status == 404:
+            return False
+        if status >= 300:
+            raise KubeError("GET", path, status, None)
+        return True
+
+    def list(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        **params: Any,
+    ) -> list[dict[str, Any]]:
+        """The ``items`` of a list (all pages)."""
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        items: list[dict[str, Any]] = []
+        while True:
+            body = self._call("GET", path, params=params)
+            items += body.get("items") or []
+            cont = (body.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+            params["continue"] = cont
+
+    def create(self, path: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
+        return dict(self._call("POST", path, json=body, params=params or None))
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("PUT", path, json=body))
+
+    def patch(
+        self,
+        path: str,
+        body: Any,
+        *,
+        type: str = "merge",
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> dict[str, Any]:
+        """``type``: ``merge`` (JSON merge patch), ``json`` (JSON patch list), ``strategic``, ``apply`` (SSA)."""
+        params: dict[str, Any] = {}
+        if field_manager or type == "apply":
+            params["fieldManager"] = field_manager or "tests"
+        if force is not None:
+            params["force"] = str(force).lower()
+        content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        return dict(
+            self._call(
+                "PATCH", path, content=content, params=params, headers={"Content-Type": PATCH_TYPES[type]}
+            )
+        )
+
+    def delete(
+        self, path: str, *, propagation: str | None = None, ignore_missing: bool = False
+    ) -> dict[str, Any] | None:
+        """``propagation``: ``Foreground`` / ``Background`` / ``Orphan`` (server default when None)."""
+        body = (
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+            if propagation
+            else None
+        )
+        try:
+            return self._call("DELETE", path, json=body)  # type: ignore[no-any-return]
+        except KubeError as e:
+            if ignore_missing and e.status == 404:
+                return None
+            raise
+
+    def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 30,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        bookmarks: bool = False,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Stream ``(type, object)`` events (ADDED / MODIFIED / DELETED / BOOKMARK / ERROR) of a collection.
+
+        Ends when the server closes the watch (``timeout_seconds``) or when the caller stops iterating.
+        """
+        params: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout_seconds}
+        if resource_version is not None:
+            params["resourceVersion"] = resource_version
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        timeout = httpx.Timeout(10.0, read=timeout_seconds + 10.0)
+        with self._client.stream("GET", path, params=params, timeout=timeout) as resp:
+            if resp.status_code >= 300:
+                resp.read()
+                raise KubeError("GET", path, resp.status_code, resp.json() if resp.content else None)
+            for line in resp.iter_lines():
+                if line.strip():
+                    event = json.loads(line)
+                    yield event["type"], event["object"]
+
+    # ------------------------------------------------------------------ discovery and manifests
+
+    def _resources(self, api_version: str, refresh: bool = False) -> dict[str, dict[str, Any]]:
+        if refresh or api_version not in self._discovery:
+            resp = self._client.get(api_prefix(api_version))
+            if resp.status_code == 404:
+                self._discovery[api_version] = {}
+            else:
+                if resp.status_code >= 300:
+                    raise KubeError("GET", api_prefix(api_version), resp.status_code, resp.text)
+                self._discovery[api_version] = {
+                    r["kind"]: r for r in resp.json()["resources"] if "/" not in r["name"]
+                }
+        return self._discovery[api_version]
+
+    def resource_info(self, api_version: str, kind: str) -> dict[str, Any]:
+        """The discovery entry (``name`` = plural, ``namespaced``, ``verbs``...) of a kind; refreshes once on a miss."""
+        res = self._resources(api_version).get(kind) or self._resources(api_version, refresh=True).get(kind)
+        if not res:
+            raise LookupError(f"the server does not serve {kind} in {api_version}")
+        return res
+
+    def path_for(
+        self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None
+    ) -> str:
+        """REST path of a collection (``name`` None) or object; ``namespace`` ignored for cluster-scoped kinds."""
+        res = self.resource_info(api_version, kind)
+        path = api_prefix(api_version)
+        if res["namespaced"]:
+            path += f"/namespaces/{namespace or 'default'}"
+        path += f"/{res['name']}"
+        return f"{path}/{name}" if name else path
+
+    def object_path(self, obj: dict[str, Any], namespace: str | None = None) -> str:
+        meta = obj.get("metadata") or {}
+        return self.path_for(obj["apiVersion"], obj["kind"], meta.get("namespace") or namespace, meta["name"])
+
+    def apply_yaml(
+        self,
+        docs: str | Path | dict[str, Any] | Iterable[dict[str, Any]],
+        namespace: str | None = None,
+        field_manager: str = "tests",
+    ) -> list[dict[str, Any]]:
+        """Server-side apply every object (YAML text, a file, one dict or dicts); returns the applied objects.
+
+        Namespaced objects without ``metadata.namespace`` go to ``namespace`` (default ``default``).
+        """
+        if isinstance(docs, Path):
+            docs = docs.read_text()
+        if isinstance(docs, str):
+            objs = [d for d in yaml.safe_load_all(docs) if d]
+        elif isinstance(docs, dict):
+            objs = [docs]
+        else:
+            objs = list(docs)
+        out = []
+        for obj in objs:
+            res = self.resource_info(obj["apiVersion"], obj["kind"])
+            if res["namespaced"] and not obj.get("metadata", {}).get("namespace"):
+                obj = {**obj, "metadata": {**obj.get("metadata", {}), "namespace": namespace or "default"}}
+            out.append(
+                self.patch(self.object_path(obj), obj, type="apply", field_manager=field_manager, force=True)
+            )
+        return out
