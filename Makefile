@@ -55,3 +55,9 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) .cache
+
+# schema-driven fuzzing (schemathesis) of the HTTP API over an in-memory state; fails on any 5xx or any
+# answer that does not match the OpenAPI schema. FUZZ_MAX_EXAMPLES = generated requests per operation.
+.PHONY: fuzz-api
+fuzz-api: venv
+	FUZZ_MAX_EXAMPLES=$${FUZZ_MAX_EXAMPLES:-500} $(VENV)/bin/pytest -q -p no:cacheprovider tests/api/test_api_fuzz.py

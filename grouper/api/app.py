@@ -8,6 +8,7 @@ that one workload from the API server.
 - ``GET /healthz`` / ``GET /readyz`` — liveness / readiness with each check named (503 when failing).
 - ``GET /metrics`` — Prometheus text format, OpenMetrics when the ``Accept`` header asks for it.
 - ``GET /podgroups`` — managed PodGroups, filtered and paginated; ``GET /podgroups/{ns}/{name}`` — one in full.
+- ``GET /pods/{ns}/{name}`` — one pod's decision record (what ``grouper explain --server`` prints).
 - ``GET /workloads/{ns}/{kind}/{name}`` — the describe tree of one workload.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
 - ``GET /docs``, ``GET /openapi.json`` — the schema.
@@ -40,6 +41,7 @@ from grouper.api.models import (
     DefinitionRef,
     ErrorResponse,
     HealthResponse,
+    PodDecision,
     PodGroupDetail,
     PodGroupList,
     WorkloadDescribe,
@@ -49,7 +51,7 @@ from grouper.api.pagination import TokenError, decode_token, encode_token, query
 from grouper.api.security import OPEN_PATHS, BearerAuth
 from grouper.api.selectors import SelectorError, parse_selector
 from grouper.api.state import HealthSnapshot, StateReader, safe_get
-from grouper.api.views import ListFilters, Views, kind_matches
+from grouper.api.views import ListFilters, Views, kind_matches, scrub
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 
@@ -171,7 +173,7 @@ def create_app(service_state: Any) -> FastAPI:
 
     # -------------------------------------------------------------------------------------- podgroups
 
-    @app.get("/podgroups", response_model=PodGroupList, response_model_exclude_none=True, tags=["podgroups"])
+    @app.get("/podgroups", response_model=PodGroupList, tags=["podgroups"])
     async def list_podgroups(
         namespace: Annotated[str | None, Query(description="Only this namespace")] = None,
         kind: Annotated[
@@ -224,6 +226,14 @@ def create_app(service_state: Any) -> FastAPI:
             raise HTTPException(404, f"PodGroup {namespace}/{name} is not managed by this grouper")
         return detail
 
+    @app.get("/pods/{namespace}/{name}", response_model=PodDecision, responses=_NOT_FOUND, tags=["pods"])
+    async def get_pod(namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]) -> PodDecision:
+        """One pod's decision record: its PodGroup and sub-group, the plugin, owners and provenance, last error."""
+        rec = views.pod_decision(namespace, name)
+        if rec is None:
+            raise HTTPException(404, f"Pod {namespace}/{name} has no decision (not handled by this grouper)")
+        return rec
+
     # -------------------------------------------------------------------------------------- workloads
 
     @app.get("/workloads/{namespace}/{kind}/{name}", response_model=WorkloadDescribe, tags=["workloads"],
@@ -256,7 +266,8 @@ def create_app(service_state: Any) -> FastAPI:
                     workload, source = fresh, "live"
                     break
         if workload is None:
-            raise HTTPException(404, f"{candidates[0][1]} {namespace}/{name} is not in the grouper's cache")
+            hint = "" if live else " (add ?live=true to read it from the API server)"
+            raise HTTPException(404, f"{candidates[0][1]} {namespace}/{name} is not in the grouper's cache{hint}")
         return _describe(views, state, workload, source)
 
     # -------------------------------------------------------------------------------------- definitions
@@ -288,7 +299,7 @@ def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> W
             from grouper.describe import build_describe
 
             view = build_describe(defn, views.evaluator(defn), workload, pod_objs, file_mode=False)
-            tree = view.to_dict()
+            tree = scrub(view.to_dict())
         except Exception as e:  # a definition that cannot describe this object: say why, keep the rest
             error = f"Karta {defn.name}: {e}"
     return WorkloadDescribe(

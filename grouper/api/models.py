@@ -127,6 +127,38 @@ class DecisionRecord(_Model):
     lastError: LastError | None
 
 
+class PodRef(_Model):
+    namespace: str
+    name: str
+    uid: str | None = None
+
+
+class PatchState(_Model):
+    result: str
+    at: str | None = None
+
+
+class PodDecision(_Model):
+    """One pod's decision record (``Decision.to_record()``) as the controller last made it."""
+
+    pod: PodRef
+    outcome: Literal["grouped", "skipped", "error"] | None
+    reason: str
+    message: str
+    podGroup: str | None
+    subGroup: str | None
+    plugin: str | None
+    definition: DefinitionRef | None
+    topOwner: OwnerRefView | None
+    ownerChain: list[OwnerRefView]
+    provenance: dict[str, str]
+    notes: list[str]
+    decidedAt: str | None
+    lastError: LastError | None
+    patched: PatchState | None = Field(None, description="Last patch of the pod's annotation / sub-group label")
+    status: PodInfo
+
+
 class PodGroupDetail(_Model):
     name: str
     namespace: str
@@ -179,7 +211,10 @@ class DefinitionView(_Model):
     origin: str
     gvk: GVKView
     valid: bool
-    active: bool = Field(description="True when this definition is the one used for its kind")
+    active: bool = Field(
+        description="The definition resolved for its kind: it groups that kind when no native plugin does, "
+        "and it gives status and describe trees"
+    )
     notUsedReason: str | None = Field(None, description="Why an inactive definition is not used")
     errors: list[DefinitionIssue]
     warnings: list[DefinitionIssue]

@@ -23,9 +23,12 @@ from grouper.api.models import (
     GVKView,
     LastError,
     OwnerRefView,
+    PatchState,
+    PodDecision,
     PodGroupDetail,
     PodGroupSummary,
     PodInfo,
+    PodRef,
     SubGroupView,
     WorkloadRef,
 )
@@ -85,6 +88,29 @@ def kind_matches(pattern: str, api_version: str, kind: str) -> bool:
     p = pattern.strip().lower()
     candidates = {kind.lower(), f"{kind}.{gvk.group}".lower(), f"{kind}.{gvk.version}.{gvk.group}".lower()}
     return p in candidates
+
+
+def plugin_matches(pattern: str, plugin: str | None) -> bool:
+    """``jobset`` matches ``JobSet Grouper``: case, spaces, dashes and a trailing "grouper" are ignored."""
+
+    def norm(s: str) -> str:
+        s = s.lower().replace("-", "").replace("_", "").replace(" ", "")
+        return s.removesuffix("grouper") or s
+
+    return plugin is not None and norm(pattern) == norm(plugin)
+
+
+SCRUBBED_KEYS = frozenset({"env", "envFrom", "containers", "initContainers", "volumes", "template", "annotations",
+                           "podSpec", "podTemplate", "spec"})
+
+
+def scrub(value: Any) -> Any:
+    """Drop, at any depth, keys that could carry pod specs, environment values or annotations."""
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if k not in SCRUBBED_KEYS}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
 
 
 def _sanitize_object(obj: Obj) -> Obj:
@@ -150,6 +176,22 @@ class Views:
             return reg.resolve(GVK.from_api_version(api_version, kind)).definition
         except Exception:  # a registry that cannot answer means "no definition"
             return None
+
+    def unused_definition_notes(self, api_version: str, kind: str, plugin: Any) -> list[str]:
+        """Why Karta definitions for this kind were not used, when the pods fell back to another plugin."""
+        reg = self.state.definition_registry()
+        if reg is None:
+            return []
+        gvk = GVK.from_api_version(api_version, kind)
+        try:
+            res = reg.resolve(gvk)
+        except Exception:  # nothing to explain
+            return []
+        out = [f"Karta {name} for {gvk} was not used: {why}; pods were grouped by {plugin or 'another plugin'}"
+               for name, why in sorted(res.skipped.items())]
+        if res.error:
+            out.append(f"Karta resolution for {gvk} failed: {res.error}; pods were grouped by {plugin}")
+        return out
 
     def evaluator(self, defn: KartaDefinition) -> Evaluator:
         """The registry's evaluator (cluster definitions run jq in its sandbox), else a local one."""
@@ -270,7 +312,7 @@ class Views:
                 wl = self._workload_ref(desired, pod_recs)
                 if not kind_matches(f.kind, wl.apiVersion, wl.kind):
                     continue
-            if f.plugin and self._representative(pod_recs).get("plugin") != f.plugin:
+            if f.plugin and not plugin_matches(f.plugin, self._representative(pod_recs).get("plugin")):
                 continue
             if f.queue and (desired.get("spec") or {}).get("queue") != f.queue:
                 continue
@@ -331,6 +373,8 @@ class Views:
             required, unit, present = _int(spec.get("minMember")), "pods", len(pods)
 
         notes = list(dict.fromkeys([*(rep.get("notes") or []), *(rec.get("notes") or [])]))
+        if wl.kind and not rep.get("definition"):
+            notes += self.unused_definition_notes(wl.apiVersion, wl.kind, rep.get("plugin"))
         return PodGroupDetail(
             name=name,
             namespace=namespace,
@@ -352,6 +396,46 @@ class Views:
                 notes=[str(n) for n in notes],
                 lastError=self._last_error(rec, pod_recs),
             ),
+        )
+
+    def pod_decision(self, namespace: str, name: str) -> PodDecision | None:
+        rec = self.state.decision_source().pod(namespace, name)
+        if rec is None:
+            return None
+        pod_ref = rec.get("pod") or {}
+        top = rec.get("topOwner")
+        defn = None
+        if isinstance(top, dict) and top.get("kind"):
+            defn = self.definition_for(str(top.get("apiVersion") or ""), str(top["kind"]))
+        notes = [str(n) for n in rec.get("notes") or []]
+        if isinstance(top, dict) and top.get("kind") and not rec.get("definition") and rec.get("plugin"):
+            notes += self.unused_definition_notes(str(top.get("apiVersion") or ""), str(top["kind"]), rec["plugin"])
+        error = None
+        if rec.get("lastError"):
+            reason = str(rec.get("reason") or "PodError") if rec.get("outcome") == "error" else "PodError"
+            error = LastError(reason=reason, message=str(rec["lastError"]), time=rec.get("lastErrorTime"))
+        patched = rec.get("patched")
+        outcome = rec.get("outcome")
+        return PodDecision(
+            pod=PodRef(namespace=str(pod_ref.get("namespace") or namespace), name=str(pod_ref.get("name") or name),
+                       uid=pod_ref.get("uid")),
+            outcome=outcome if outcome in ("grouped", "skipped", "error") else None,
+            reason=str(rec.get("reason") or ""),
+            message=str(rec.get("message") or ""),
+            podGroup=rec.get("podGroup"),
+            subGroup=rec.get("subGroup"),
+            plugin=rec.get("plugin"),
+            definition=_def_ref(rec.get("definition")),
+            topOwner=_owner_view(top),
+            ownerChain=[v for v in (_owner_view(r) for r in rec.get("ownerChain") or []) if v is not None],
+            provenance={str(k): str(v) for k, v in (rec.get("provenance") or {}).items()},
+            notes=notes,
+            decidedAt=rec.get("decidedAt"),
+            lastError=error,
+            patched=PatchState(result=str(patched.get("result")), at=patched.get("at"))
+            if isinstance(patched, dict) and patched.get("result") else None,
+            status=self.pod_info(self.state.object_source(), namespace, name, rec.get("subGroup"),
+                                 self.grouping_label_keys(defn)),
         )
 
     @staticmethod

@@ -6,17 +6,16 @@ import argparse
 from pathlib import Path
 
 from grouper.core.config import GroupingConfig
+from grouper.runtime.settings import default_definitions_dir as settings_default_definitions_dir
+from grouper.runtime.settings import parse_bool
 
 
 def default_definitions_dir() -> Path | None:
     """The built-in catalog: ``$GROUPER_DEFINITIONS``, else ``definitions/`` beside the package."""
     import os
 
-    env = os.environ.get("GROUPER_DEFINITIONS")
-    if env:
-        return Path(env)
-    candidate = Path(__file__).resolve().parents[2] / "definitions"
-    return candidate if candidate.is_dir() else None
+    chosen = os.environ.get("GROUPER_DEFINITIONS") or settings_default_definitions_dir()
+    return Path(chosen) if chosen else None
 
 
 def add_grouping_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,12 +45,3 @@ def grouping_config(args: argparse.Namespace) -> GroupingConfig:
         default_priorities_configmap_name=args.default_priorities_configmap_name,
         default_priorities_configmap_namespace=args.default_priorities_configmap_namespace,
     )
-
-
-def parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in {"true", "1", "yes", "on"}:
-        return True
-    if lowered in {"false", "0", "no", "off"}:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")

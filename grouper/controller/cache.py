@@ -107,16 +107,23 @@ class ClusterCache:
 
     def _new_informer(self, gvk: GVK, res: Resource) -> Informer:
         if gvk == POD:
-            return Informer(self.client, res, field_selector=f"spec.schedulerName={self.scheduler_name}",
-                            label_selector=self.pod_label_selector or None, transform=slim_pod, metrics=self.metrics)
+            return Informer(
+                self.client,
+                res,
+                field_selector=f"spec.schedulerName={self.scheduler_name}",
+                label_selector=self.pod_label_selector or None,
+                transform=slim_pod,
+                metrics=self.metrics,
+            )
         if gvk == PODGROUP:
             return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
         if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
-            return Informer(self.client, res, label_selector=self.namespace_label_selector or None,
-                            metrics=self.metrics)
+            return Informer(
+                self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics
+            )
         return Informer(self.client, res, metrics=self.metrics)
 
-    async def ensure(self, gvk: GVK, *, timeout: float = 60.0) -> str:
+    async def ensure(self, gvk: GVK, *, timeout: float = 30.0) -> str:
         """Make ``gvk`` cached: ``"ready"``, ``"absent"`` (not served), ``"forbidden"`` or ``"error"``."""
         lock = self._locks.setdefault(gvk, asyncio.Lock())
         async with lock:
@@ -144,10 +151,16 @@ class ClusterCache:
             if ok:
                 st.forbidden_at = None
                 return "ready"
-            if st.informer.error is not None and st.informer.error.forbidden:
+            err = st.informer.error
+            if err is not None and err.forbidden:
                 st.forbidden_at = time.monotonic()
                 st.informer = None
                 return "forbidden"
+            if err is not None and err.not_found:
+                st.absent_at = time.monotonic()
+                st.informer = None
+                self.discovery.invalidate(gvk.group)
+                return "absent"
             return "error"
 
     async def start_defaults_configmap(self) -> None:
@@ -157,13 +170,16 @@ class ClusterCache:
         ns, name = self.defaults_configmap_ref
         res = await self.discovery.resolve(CONFIGMAP)
         assert res is not None
-        self.defaults_cm_informer = Informer(self.client, res, namespace=ns, field_selector=f"metadata.name={name}",
-                                             metrics=self.metrics)
+        self.defaults_cm_informer = Informer(
+            self.client, res, namespace=ns, field_selector=f"metadata.name={name}", metrics=self.metrics
+        )
         for cb in self.on_informer:
             cb(CONFIGMAP, self.defaults_cm_informer)
         self.defaults_cm_informer.start()
         if not await self.defaults_cm_informer.wait_synced(60):
-            log.warning("defaults ConfigMap %s/%s cannot be watched: %s", ns, name, self.defaults_cm_informer.error)
+            log.warning(
+                "defaults ConfigMap %s/%s cannot be watched: %s", ns, name, self.defaults_cm_informer.error
+            )
 
     async def stop(self) -> None:
         await asyncio.gather(*(inf.stop() for inf in self.informers()), return_exceptions=True)

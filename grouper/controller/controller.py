@@ -42,6 +42,7 @@ from grouper.controller.reconciler import Reconciler, Result, is_terminal
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
 from grouper.core.owner_chain import resolve_owners
+from grouper.karta import DefinitionRegistry
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.kube.transport import KubeClient
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 
 # Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
 STATUS_READING_GROUPS = frozenset({"ray.io"})
+# How long a deleted owner explains its orphaned pods (the garbage collector removes them within seconds).
+DELETED_MEMORY = 120.0
 
 
 @dataclass
@@ -76,8 +79,11 @@ class ControllerSettings:
 
 
 def _strip_volatile(obj: Obj, keep_status: bool) -> Obj:
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
-            if k not in ("resourceVersion", "managedFields", "generation")}
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields", "generation")
+    }
     out = {k: v for k, v in obj.items() if k != "metadata" and (keep_status or k != "status")}
     out["metadata"] = meta
     return out
@@ -85,8 +91,14 @@ def _strip_volatile(obj: Obj, keep_status: bool) -> Obj:
 
 def _pod_signature(pod: Obj) -> tuple[Any, ...]:
     m = o.meta(pod)
-    return (m.get("labels"), m.get("annotations"), m.get("ownerReferences"), pod.get("spec"),
-            bool(m.get("deletionTimestamp")), is_terminal(pod))
+    return (
+        m.get("labels"),
+        m.get("annotations"),
+        m.get("ownerReferences"),
+        pod.get("spec"),
+        bool(m.get("deletionTimestamp")),
+        is_terminal(pod),
+    )
 
 
 class Controller:
@@ -99,7 +111,7 @@ class Controller:
         metrics: Metrics,
         store: DecisionStore | None = None,
         leader: LeaderElector | None = None,
-        definitions: Any = None,
+        definitions: DefinitionRegistry | None = None,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -111,24 +123,51 @@ class Controller:
         self.discovery = Discovery(client)
         defaults_cm = None
         if settings.default_priorities_configmap_name and settings.default_priorities_configmap_namespace:
-            defaults_cm = (settings.default_priorities_configmap_namespace, settings.default_priorities_configmap_name)
-        self.cache = ClusterCache(client, self.discovery, scheduler_name=settings.scheduler_name,
-                                  pod_label_selector=settings.pod_label_selector,
-                                  namespace_label_selector=settings.namespace_label_selector,
-                                  defaults_configmap=defaults_cm, metrics=metrics)
+            defaults_cm = (
+                settings.default_priorities_configmap_namespace,
+                settings.default_priorities_configmap_name,
+            )
+        self.cache = ClusterCache(
+            client,
+            self.discovery,
+            scheduler_name=settings.scheduler_name,
+            pod_label_selector=settings.pod_label_selector,
+            namespace_label_selector=settings.namespace_label_selector,
+            defaults_configmap=defaults_cm,
+            metrics=metrics,
+        )
         self.cache.on_informer.append(self._attach)
         self.index = WorkloadIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(metrics=metrics)
-        self.writer = PodGroupWriter(client, existing=self._cached_pod_group, can_write=self.can_write,
-                                     nodepool_label_key=settings.nodepool_label_key,
-                                     queue_label_key=settings.queue_label_key, metrics=metrics,
-                                     on_written=self._remember_write)
-        self.patcher = PodPatcher(client, can_write=self.can_write, metrics=metrics, on_written=self._remember_write)
+        self.writer = PodGroupWriter(
+            client,
+            existing=self._cached_pod_group,
+            can_write=self.can_write,
+            nodepool_label_key=settings.nodepool_label_key,
+            queue_label_key=settings.queue_label_key,
+            metrics=metrics,
+            on_written=self._remember_write,
+        )
+        self.patcher = PodPatcher(
+            client, can_write=self.can_write, metrics=metrics, on_written=self._remember_write
+        )
         self.recorder = EventRecorder(client, can_write=self.can_write)
-        self.reconciler = Reconciler(cache=self.cache, index=self.index, grouper=grouper, writer=self.writer,
-                                     patcher=self.patcher, recorder=self.recorder, store=self.store, metrics=metrics,
-                                     enqueue=self.queue.add, namespace_allowed=self.namespace_allowed)
-        self._own_writes: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> resourceVersion we produced
+        self.reconciler = Reconciler(
+            cache=self.cache,
+            index=self.index,
+            grouper=grouper,
+            writer=self.writer,
+            patcher=self.patcher,
+            recorder=self.recorder,
+            store=self.store,
+            metrics=metrics,
+            enqueue=self.queue.add,
+            namespace_allowed=self.namespace_allowed,
+            owner_deleted=self._recently_deleted,
+        )
+        # (kind, ns, name) -> resourceVersion our last write produced: its watch event is an echo, not news
+        self._own_writes: dict[tuple[str, str, str], str] = {}
+        self._deleted: dict[str, float] = {}  # uid -> monotonic time its DELETED event arrived (owner kinds)
         self._parked: dict[GVK, set[tuple[str, str]]] = {}  # owner kind being started -> pods waiting for it
         self._workers: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
@@ -145,13 +184,18 @@ class Controller:
         required = [POD, PODGROUP]
         if self.settings.namespace_label_selector:
             required.append(NAMESPACE)
-        results = await asyncio.gather(*(self.cache.ensure(gvk, timeout=self.settings.sync_timeout)
-                                         for gvk in required))
+        results = await asyncio.gather(
+            *(self.cache.ensure(gvk, timeout=self.settings.sync_timeout) for gvk in required)
+        )
         for gvk, res in zip(required, results, strict=True):
             if res != "ready":
                 raise RuntimeError(f"cannot watch {gvk}: {res}")
-        optional = [PRIORITY_CLASS] + ([KARTA] if self.settings.watch_kartas and self.definitions is not None else [])
-        for gvk, res in zip(optional, await asyncio.gather(*(self.cache.ensure(gvk) for gvk in optional)), strict=True):
+        optional = [PRIORITY_CLASS] + (
+            [KARTA] if self.settings.watch_kartas and self.definitions is not None else []
+        )
+        for gvk, res in zip(
+            optional, await asyncio.gather(*(self.cache.ensure(gvk) for gvk in optional)), strict=True
+        ):
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
                 if gvk == KARTA and res == "absent":
@@ -159,8 +203,11 @@ class Controller:
         await self.cache.start_defaults_configmap()
         self._started = True
         self.started_at = time.monotonic()
-        log.info("caches synced in %.2fs", self.started_at - loop_start,
-                 extra={"pods": len(self.cache.informer(POD) or ()), **self.index.sizes()})
+        log.info(
+            "caches synced in %.2fs",
+            self.started_at - loop_start,
+            extra={"pods": len(self.cache.informer(POD) or ()), **self.index.sizes()},
+        )
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:
@@ -173,8 +220,10 @@ class Controller:
     def start_workers(self) -> None:
         if self._workers:
             return
-        self._workers = [asyncio.create_task(self._worker(i), name=f"reconcile-worker-{i}")
-                         for i in range(max(1, self.settings.max_concurrent_reconciles))]
+        self._workers = [
+            asyncio.create_task(self._worker(i), name=f"reconcile-worker-{i}")
+            for i in range(max(1, self.settings.max_concurrent_reconciles))
+        ]
         self.resync_all(debounce=False)
 
     async def stop_workers(self, *, drain: float = 0.0) -> None:
@@ -253,13 +302,19 @@ class Controller:
         elif result.status == "error":
             self.queue.add_rate_limited(wl)
         # not_leader: the new leader re-queues everything; we keep the key for when we lead again
+        elif result.status == "later":
+            self.queue.forget(wl)
+            self.queue.add_after(wl, result.retry_after)
         elif result.status == "not_leader":
             self.queue.add_after(wl, 1.0)
 
     def _log_result(self, wl: WorkloadKey, r: Result) -> None:
         if r.status == "error":
-            log.warning("reconcile failed: %s", "; ".join(r.errors[:3]),
-                        extra={"plugin": r.plugin, "retries": self.queue.num_requeues(wl)})
+            log.warning(
+                "reconcile failed: %s",
+                "; ".join(r.errors[:3]),
+                extra={"plugin": r.plugin, "retries": self.queue.num_requeues(wl)},
+            )
         elif r.written:
             log.info("reconciled", extra={"plugin": r.plugin, "writes": r.written})
         else:
@@ -275,11 +330,13 @@ class Controller:
         elif gvk == NAMESPACE:
             informer.add_handler(self._on_namespace)
         elif gvk == KARTA:
-            informer.add_handler(self._on_karta)
+            informer.add_handler(lambda t, obj, old: self._on_karta(t, obj, old, informer.synced.is_set()))
         elif gvk == CONFIGMAP:
-            informer.add_handler(lambda *_: self.resync_all())
+            informer.add_handler(lambda *_: self.resync_all() if informer.synced.is_set() else None)
         elif gvk == PRIORITY_CLASS:
-            informer.add_handler(self._on_priority_class)
+            informer.add_handler(
+                lambda t, obj, old: self._on_priority_class(t, obj, old, informer.synced.is_set())
+            )
         else:
             informer.add_handler(self._object_handler(gvk))
 
@@ -287,7 +344,8 @@ class Controller:
         if len(self._own_writes) > 65536:
             self._own_writes.clear()
         self._own_writes[(str(obj.get("kind")), o.namespace(obj), o.name(obj))] = str(
-            o.meta(obj).get("resourceVersion") or "")
+            o.meta(obj).get("resourceVersion") or ""
+        )
 
     def _is_own_write(self, obj: Obj) -> bool:
         key = (str(obj.get("kind")), o.namespace(obj), o.name(obj))
@@ -377,18 +435,37 @@ class Controller:
         keep_status = gvk.group in STATUS_READING_GROUPS
 
         def handler(etype: str, obj: Obj, old: Obj | None) -> None:
-            if etype == MODIFIED and old is not None and \
-                    _strip_volatile(old, keep_status) == _strip_volatile(obj, keep_status):
+            if etype == DELETED:
+                self._note_deleted(o.uid(obj))
+            if (
+                etype == MODIFIED
+                and old is not None
+                and _strip_volatile(old, keep_status) == _strip_volatile(obj, keep_status)
+            ):
                 return
             for wl in self.index.workloads_reading(o.uid(obj)):
                 self.queue.add(wl)
 
         return handler
 
+    def _note_deleted(self, uid: str) -> None:
+        now = time.monotonic()
+        if len(self._deleted) > 4096:
+            self._deleted = {u: t for u, t in self._deleted.items() if now - t < DELETED_MEMORY}
+        self._deleted[uid] = now
+
+    def _recently_deleted(self, uid: str) -> bool:
+        t = self._deleted.get(uid)
+        return t is not None and time.monotonic() - t < DELETED_MEMORY
+
     def _on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         if self._is_own_write(pg):
             return
-        if etype == MODIFIED and old is not None and _strip_volatile(old, False) == _strip_volatile(pg, False):
+        if (
+            etype == MODIFIED
+            and old is not None
+            and _strip_volatile(old, False) == _strip_volatile(pg, False)
+        ):
             return
         wl = self.index.workload_of_pod_group((o.namespace(pg), o.name(pg)))
         if wl is not None:
@@ -403,18 +480,23 @@ class Controller:
         for pod in pods.list(o.name(ns)) if pods is not None else ():
             self._dispatch_pod(pod)
 
-    def _on_priority_class(self, etype: str, pc: Obj, old: Obj | None) -> None:
-        if etype == ADDED:
+    def _on_priority_class(self, etype: str, pc: Obj, old: Obj | None, synced: bool) -> None:
+        """``synced`` is False for the events of an informer's first LIST (nothing is decided yet)."""
+        if etype == ADDED and synced:
             self.resync_all()  # a workload may name a class that did not exist when it was decided
         else:
             for wl in self.index.workloads_reading(o.uid(pc)):
                 self.queue.add(wl)
 
-    def _on_karta(self, etype: str, obj: Obj, old: Obj | None) -> None:
+    def _on_karta(self, etype: str, obj: Obj, old: Obj | None, synced: bool) -> None:
         reg = self.definitions
         if reg is None:
             return
-        if etype == MODIFIED and old is not None and _strip_volatile(old, False) == _strip_volatile(obj, False):
+        if (
+            etype == MODIFIED
+            and old is not None
+            and _strip_volatile(old, False) == _strip_volatile(obj, False)
+        ):
             return
         try:
             if etype == DELETED:
@@ -424,28 +506,20 @@ class Controller:
         except Exception:
             log.exception("cannot load Karta %s", o.name(obj))
         self.update_karta_metrics()
-        self.resync_all()
+        if synced:
+            self.resync_all()
 
     def update_karta_metrics(self) -> None:
+        """``podgrouper_karta_definitions{origin,state}``; cluster Kartas that failed to load count as invalid."""
         reg = self.definitions
         if reg is None:
             return
-        counts: dict[tuple[str, str], int] = {}
-        try:
-            loaded = reg.all()
-        except Exception:
-            return
-        for ld in loaded:
-            origin = "cluster" if str(getattr(ld, "origin", "")).startswith("cluster") else "builtin"
-            report = getattr(ld, "report", None)
-            ok = getattr(report, "ok", None)
-            if ok is None:
-                ok = not getattr(report, "errors", None)
-            state = "valid" if ok else "invalid"
-            counts[(origin, state)] = counts.get((origin, state), 0) + 1
-        for origin in ("builtin", "cluster"):
-            for state in ("valid", "invalid"):
-                self.metrics.karta_definitions.labels(origin=origin, state=state).set(counts.get((origin, state), 0))
+        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in ("valid", "invalid")}
+        for ld in reg.all():
+            counts[(ld.source, "valid" if ld.report.ok else "invalid")] += 1
+        counts[("cluster", "invalid")] += len(reg.cluster_errors())
+        for (origin, state), n in counts.items():
+            self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
 
     # ------------------------------------------------------------------ resync
 
@@ -454,7 +528,8 @@ class Controller:
         if debounce and self.settings.resync_debounce > 0:
             if self._resync_handle is None:
                 self._resync_handle = asyncio.get_running_loop().call_later(
-                    self.settings.resync_debounce, self._resync_now)
+                    self.settings.resync_debounce, self._resync_now
+                )
             return
         self._resync_now()
 

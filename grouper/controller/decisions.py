@@ -118,7 +118,9 @@ class DecisionStore:
         return copy.deepcopy(rec) if rec is not None else None
 
     def pod_groups(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(v) for (ns, _), v in sorted(self._pod_groups.items()) if namespace in (None, ns)]
+        return [
+            copy.deepcopy(v) for (ns, _), v in sorted(self._pod_groups.items()) if namespace in (None, ns)
+        ]
 
     def workload(self, workload: str) -> dict[str, Any] | None:
         rec = self._workloads.get(workload)

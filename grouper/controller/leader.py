@@ -53,7 +53,11 @@ class LeaderElector:
     ) -> None:
         self.client = client
         self.name, self.namespace, self.identity = name, namespace, identity
-        self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
+        self.lease_duration, self.renew_deadline, self.retry_period = (
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        )
         self.metrics = metrics
         self.on_started_leading, self.on_stopped_leading = on_started_leading, on_stopped_leading
         self._leading = False
@@ -98,8 +102,12 @@ class LeaderElector:
                 if self._taken:
                     return
                 if time.monotonic() >= deadline:
-                    log.warning("failed to renew lease %s/%s within %.0fs; stopping writes", self.namespace,
-                                self.name, self.renew_deadline)
+                    log.warning(
+                        "failed to renew lease %s/%s within %.0fs; stopping writes",
+                        self.namespace,
+                        self.name,
+                        self.renew_deadline,
+                    )
                     return
                 await asyncio.sleep(min(self.retry_period / 2, max(0.0, deadline - time.monotonic())))
 
@@ -189,7 +197,12 @@ class LeaderElector:
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             now = _micro_time()
-            lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now,
-                             "acquireTime": now}
+            lease["spec"] = {
+                **lease["spec"],
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "renewTime": now,
+                "acquireTime": now,
+            }
             await self.client.replace(LEASE.path(self.namespace, self.name), lease)
             log.info("released lease %s/%s", self.namespace, self.name)

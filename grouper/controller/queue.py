@@ -26,7 +26,9 @@ class ShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, base_delay: float = 1.0, max_delay: float = 60.0, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, *, base_delay: float = 1.0, max_delay: float = 60.0, metrics: Metrics | None = None
+    ) -> None:
         self.base_delay, self.max_delay = base_delay, max_delay
         self.metrics = metrics
         self._queue: collections.deque[K] = collections.deque()

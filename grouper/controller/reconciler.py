@@ -35,7 +35,9 @@ from grouper.writer.pods import PodPatcher
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-Status = Literal["ok", "error", "requeue", "not_leader"]
+Status = Literal["ok", "error", "requeue", "later", "not_leader"]
+OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
+AWAIT_GC_SECONDS = 5.0
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Result:
     errors: list[str] = field(default_factory=list)
     plugin: str = "none"
     written: int = 0  # requests that changed something (PodGroups created/updated + pods patched)
+    retry_after: float = 0.0  # for "later"
 
 
 def is_terminal(pod: Obj) -> bool:
@@ -79,6 +82,7 @@ class Reconciler:
         metrics: Metrics,
         enqueue: Callable[[WorkloadKey], None],
         namespace_allowed: Callable[[str], bool] = lambda ns: True,
+        owner_deleted: Callable[[str], bool] = lambda uid: False,
         pod_patch_concurrency: int = 16,
     ) -> None:
         self.cache, self.index, self.grouper = cache, index, grouper
@@ -86,6 +90,7 @@ class Reconciler:
         self.store, self.metrics = store, metrics
         self.enqueue = enqueue
         self.namespace_allowed = namespace_allowed
+        self.owner_deleted = owner_deleted
         self._patch_sem = asyncio.Semaphore(pod_patch_concurrency)
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
@@ -146,8 +151,10 @@ class Reconciler:
         pods, terminal = found
         decided, lookups = await self._decide(pods)
         if lookups.misses:
-            return Result("requeue" if await self._ensure_kinds(lookups.misses) else "error",
-                          [f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"])
+            return Result(
+                "requeue" if await self._ensure_kinds(lookups.misses) else "error",
+                [f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"],
+            )
 
         mine: list[tuple[Obj, Decision]] = []
         deps: set[str] = set(lookups.reads)
@@ -168,21 +175,37 @@ class Reconciler:
             return result
 
         workload_ref = next((d.top_owner for _, d in mine if d.top_owner is not None), None)
-        workload_obj = (_involved(workload_ref, wl.namespace) if workload_ref is not None
-                        else _pod_involved(mine[0][0]))
+        workload_obj = (
+            _involved(workload_ref, wl.namespace) if workload_ref is not None else _pod_involved(mine[0][0])
+        )
         pods_by_name = {o.name(p): p for p, _ in mine}
 
         # 1. decision errors
+        awaiting_gc = 0
         for pod, d in mine:
             self.store.record_decision(d, str(wl))
+            if (
+                d.outcome == "error"
+                and d.reason in OWNER_GONE_REASONS
+                and self._owner_was_deleted(pod, lookups)
+            ):
+                awaiting_gc += 1  # its owner was just deleted: the garbage collector removes the pod next
+                continue
             if d.outcome == "error":
+                log.warning(
+                    "pod not grouped: %s",
+                    d.message,
+                    extra={"pod": d.pod_key, "plugin": d.plugin, "reason": d.reason},
+                )
                 self.metrics.decision_errors.labels(reason=d.reason).inc()
                 result.errors.append(d.message)
                 await self._warn(pod, workload_obj, d.message)
 
         # 2. PodGroups
         grouped = [d for _, d in mine if d.outcome == "grouped" and d.pod_group is not None]
-        creation = {d.pod_key: str(o.meta(pods_by_name[d.pod_name]).get("creationTimestamp") or "") for d in grouped}
+        creation = {
+            d.pod_key: str(o.meta(pods_by_name[d.pod_name]).get("creationTimestamp") or "") for d in grouped
+        }
         merged = merge_pod_groups(grouped, creation)
         ok_groups: set[str] = set()
         for m in merged:
@@ -193,30 +216,57 @@ class Reconciler:
                 if errors:
                     msg = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(errors)}"
                     self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
-                    self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
-                                                operation=None, pods=pg_pods, notes=m.notes, error=msg)
+                    self.store.record_pod_group(
+                        md.namespace,
+                        md.name,
+                        workload=str(wl),
+                        desired=md.to_object(),
+                        operation=None,
+                        pods=pg_pods,
+                        notes=m.notes,
+                        error=msg,
+                    )
                     result.errors.append(msg)
                     await self.recorder.warn(workload_obj, msg)
                     continue
                 try:
                     op = await self.writer.apply(md)
                 except ApiError as e:
-                    msg = f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
-                    self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
-                                                operation=None, pods=pg_pods, notes=m.notes, error=msg)
+                    msg = (
+                        f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
+                    )
+                    self.store.record_pod_group(
+                        md.namespace,
+                        md.name,
+                        workload=str(wl),
+                        desired=md.to_object(),
+                        operation=None,
+                        pods=pg_pods,
+                        notes=m.notes,
+                        error=msg,
+                    )
                     result.errors.append(msg)
                     await self.recorder.warn(workload_obj, msg)
                     continue
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
-            self.store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
-                                        operation=op, pods=pg_pods, notes=m.notes)
+            self.store.record_pod_group(
+                md.namespace,
+                md.name,
+                workload=str(wl),
+                desired=md.to_object(),
+                operation=op,
+                pods=pg_pods,
+                notes=m.notes,
+            )
             ok_groups.add(md.name)
         self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged])
 
         # 3. pods, concurrently (bounded); only for PodGroups that exist as decided
-        todo = [(pods_by_name[d.pod_name], d) for d in grouped if d.pod_group and d.pod_group.name in ok_groups]
+        todo = [
+            (pods_by_name[d.pod_name], d) for d in grouped if d.pod_group and d.pod_group.name in ok_groups
+        ]
         outcomes = await asyncio.gather(*(self._patch(pod, d) for pod, d in todo), return_exceptions=True)
         for (pod, _), out in zip(todo, outcomes, strict=True):
             if isinstance(out, NotLeader):
@@ -233,6 +283,8 @@ class Reconciler:
 
         if result.errors:
             result.status = "error"
+        elif awaiting_gc:
+            result.status, result.retry_after = "later", AWAIT_GC_SECONDS
         self.store.record_workload(
             str(wl),
             pods=len(mine),
@@ -243,6 +295,26 @@ class Reconciler:
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
         return result
+
+    def _owner_was_deleted(self, pod: Obj, lookups: CacheLookups) -> bool:
+        """Whether an owner on the pod's chain was deleted moments ago (seen as a DELETED watch event)."""
+        cur: Obj | None = pod
+        for _ in range(32):
+            if cur is None:
+                return False
+            refs = o.owner_references(cur)
+            if any(self.owner_deleted(str(r.get("uid") or "")) for r in refs):
+                return True
+            ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+            if ref is None:
+                return False
+            try:
+                cur = lookups.get(
+                    str(ref.get("apiVersion")), str(ref.get("kind")), o.namespace(pod), str(ref.get("name"))
+                )
+            except Exception:  # forbidden / not cached: nothing more to learn
+                return False
+        return False
 
     async def _patch(self, pod: Obj, d: Decision) -> Any:
         assert d.pod_group is not None

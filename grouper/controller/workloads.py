@@ -141,4 +141,8 @@ class WorkloadIndex:
             self._pod_wl.pop(pod, None)
 
     def sizes(self) -> dict[str, int]:
-        return {"pods": len(self._pod_wl), "workloads": len(self.workloads()), "dependencies": len(self._uid_wls)}
+        return {
+            "pods": len(self._pod_wl),
+            "workloads": len(self.workloads()),
+            "dependencies": len(self._uid_wls),
+        }

@@ -7,7 +7,9 @@ The rule follows the scheduler's pod request:
   needs max(each regular init container + the sidecars started before it, all containers + all
   sidecars) - with no regular init container after a sidecar this is max(largest init container,
   containers + sidecar inits);
-* pod-level ``spec.resources`` (requests, else limits) replace the CPU/memory sum;
+* pod-level ``spec.resources`` (requests, else limits) replace the CPU/memory sum; a GPU count
+  there (only templates assembled from a fragmented definition have one, where ``resourcesPath``
+  stands for the workload's main container) replaces the GPU sum;
 * ``spec.overhead`` is added.
 
 GPU = ``nvidia.com/gpu``.
@@ -102,8 +104,9 @@ def pod_request(spec: Any) -> Resources:
     pod_level = spec.get("resources")
     cpu = _value(pod_level, "cpu", to_millis)
     mem = _value(pod_level, "memory", to_units)
+    gpus = _value(pod_level, GPU, to_units)
     total = Resources(
-        total.gpus,
+        gpus if gpus is not None else total.gpus,
         cpu if cpu is not None else total.cpu_millis,
         mem if mem is not None else total.memory_bytes,
     )

@@ -97,8 +97,16 @@ class LocalCluster:
         kube_api_burst: int = 400,
         startup_timeout: float = 90.0,
         die_with_parent: bool = True,
+        keep_data_dir: bool | None = None,
         quiet: bool = False,
     ) -> None:
+        """``crds``: CRD files/directories installed (and Established) before the controller manager starts,
+        so its garbage collector knows the custom kinds from the beginning (it rediscovers resources only
+        every 30 s). ``die_with_parent``: the components get SIGKILL when the thread that started them
+        exits (PR_SET_PDEATHSIG), so a killed test run leaves nothing behind; start the cluster from a
+        long-lived thread. ``keep_data_dir`` (default: env ``DEVCLUSTER_KEEP_DATA=1``): keep the data dir
+        (logs, PKI, etcd) after stop.
+        """
         self._bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self._base_dir = base_dir
         self._with_kcm = controller_manager
@@ -110,6 +118,9 @@ class LocalCluster:
         self._timeout = startup_timeout
         self._die_with_parent = die_with_parent
         self._quiet = quiet
+        if keep_data_dir is None:
+            keep_data_dir = os.environ.get("DEVCLUSTER_KEEP_DATA", "") not in ("", "0")
+        self._keep = keep_data_dir
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Any] = {}
         self._ssl: ssl.SSLContext | None = None
@@ -262,6 +273,14 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop controller manager, API server, etcd (SIGTERM, then SIGKILL) and remove the data dir."""
         atexit.unregister(self.stop)
+        for name, p in self._procs.items():  # a component that died on its own: show why
+            if p.poll() not in (None, 0):
+                print(
+                    f"[devcluster] {name} had exited with code {p.returncode}; last log lines:\n"
+                    f"{self.log_tail(name)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for name, timeout in (("kube-controller-manager", 10), ("kube-apiserver", 15), ("etcd", 10)):
             proc = self._procs.pop(name, None)
             if proc is None:
@@ -277,7 +296,10 @@ class LocalCluster:
             f.close()
         self._logs.clear()
         if self.data_dir is not None:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+            if self._keep:
+                print(f"[devcluster] kept {self.data_dir}", file=sys.stderr, flush=True)
+            else:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
 
     # ------------------------------------------------------------------ processes

@@ -39,21 +39,33 @@ class Pki:
     sa_pub: Path  # RSA public key (PEM)
 
 
-def _openssl(*args: str, cwd: Path) -> None:
+def _exe() -> str:
     exe = shutil.which("openssl")
     if not exe:
         raise PkiError(
             "the `openssl` command line tool is required to create the local cluster's certificates"
         )
-    res = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True)
+    return exe
+
+
+def _check(args: tuple[str, ...], res: subprocess.CompletedProcess[str]) -> None:
     if res.returncode != 0:
         raise PkiError(f"openssl {' '.join(args)} failed:\n{res.stderr.strip()}")
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    _check(args, subprocess.run([_exe(), *args], cwd=cwd, capture_output=True, text=True))
 
 
 def generate(directory: Path, days: int = 3650) -> Pki:
     """Create a fresh CA, serving certificate and service-account key pair in ``directory``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
+    # the RSA key generation is the slow part: run it while the EC certificates are made
+    rsa_args = ("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key")
+    rsa = subprocess.Popen(
+        [_exe(), *rsa_args], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     _openssl(
         "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", str(days),
@@ -76,7 +88,8 @@ def generate(directory: Path, days: int = 3650) -> Pki:
         "-out", "apiserver.crt", "-days", str(days), "-extfile", "apiserver.ext",
         cwd=d,
     )  # fmt: skip
-    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=d)
+    out, err = rsa.communicate()
+    _check(rsa_args, subprocess.CompletedProcess(rsa.args, rsa.returncode, out, err))
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     for key in ("ca.key", "apiserver.key", "sa.key"):
         (d / key).chmod(0o600)

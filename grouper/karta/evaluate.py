@@ -30,6 +30,7 @@ from grouper.karta.jqrun import (
     Runner,
     evaluate_many,
 )
+from grouper.karta.jqsyntax import root_fields
 from grouper.karta.model import (
     FRAGMENT_FIELDS,
     STATUS_ORDER,
@@ -175,6 +176,7 @@ class Evaluator:
         self.runner: Runner = runner
         self.isolated = runner is not IN_PROCESS
         self._batches = self._collect()
+        self._fields = {name: _union_fields(exprs) for name, exprs in self._batches.items()}
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[Any, ...], dict[str, Outcome]] = OrderedDict()
         self._lock = threading.Lock()
@@ -227,7 +229,7 @@ class Evaluator:
         }
 
     def _outcomes(self, obj: Obj, batch: str) -> tuple[tuple[Any, ...], dict[str, Outcome]]:
-        key, text = OBJECT_TEXTS.get(obj)
+        key, text = OBJECT_TEXTS.get(obj, self._fields[batch])
         ck = (key, batch)
         with self._lock:
             hit = self._cache.get(ck)
@@ -258,19 +260,27 @@ class Evaluator:
         return KartaEvalError(message, definition=self.definition.name, component=comp, expression=expression)
 
     def _run(self, obj: Obj, batch: str, expr: str, component: Component | str | None = None) -> list[Any]:
-        key, res = self._outcomes(obj, batch)
+        _, res = self._outcomes(obj, batch)
         out = res.get(expr)
         if out is None:
-            # not part of the batch (ad-hoc expression): evaluate alone, cache with the batch
-            _, text = OBJECT_TEXTS.get(obj)
-            extra = evaluate_many(
-                [expr], text, runner=self.runner, max_outputs=self.max_outputs, timeout_s=self.timeout_s
-            )
-            out = extra[expr]
-            self._store((key, batch), {**res, **extra})
+            out = self._adhoc(obj, expr)
         if out.error is not None:
             raise self._err(f"JQ execution error: {out.error}", component, expr)
         return list(out.values)
+
+    def _adhoc(self, obj: Obj, expr: str) -> Outcome:
+        """An expression outside the definition's batches: evaluated alone, cached on its own."""
+        key, text = OBJECT_TEXTS.get(obj, root_fields(expr))
+        ck = (key, "=", expr)
+        with self._lock:
+            hit = self._cache.get(ck)
+        if hit is not None:
+            return hit[expr]
+        res = evaluate_many(
+            [expr], text, runner=self.runner, max_outputs=self.max_outputs, timeout_s=self.timeout_s
+        )
+        self._store(ck, res)
+        return res[expr]
 
     def evaluate(self, obj: Obj, expression: str) -> list[Any]:
         """All outputs of an arbitrary expression on ``obj`` (bounded, cached per object version)."""
@@ -676,6 +686,17 @@ class Evaluator:
                 return 1
             return len(ids)
         return sum(self._scale_b(obj, k, None, seen | {c.name}) for k in self._children(c, seen | {c.name}))
+
+
+def _union_fields(exprs: Iterable[str]) -> frozenset[str] | None:
+    """Top-level fields a batch reads (None: the whole object is needed)."""
+    out: set[str] = set()
+    for e in exprs:
+        f = root_fields(e)
+        if f is None:
+            return None
+        out |= f
+    return frozenset(out)
 
 
 def _pod_name(pod: Obj) -> str:

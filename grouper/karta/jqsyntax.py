@@ -209,8 +209,13 @@ class _Lexer:
                 out.append(Token("FIELD", name, start))
                 continue
             if c.isdigit() or (c == "." and self.i + 1 < n and s[self.i + 1].isdigit()):
-                while self.i < n and (s[self.i].isdigit() or s[self.i] == "."):
+                # jq: ([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?
+                while self.i < n and s[self.i].isdigit():
                     self.i += 1
+                if self.i < n and s[self.i] == "." and (c != "." or self.i == start):
+                    self.i += 1
+                    while self.i < n and s[self.i].isdigit():
+                        self.i += 1
                 if self.i < n and s[self.i] in "eE":
                     j = self.i + 1
                     if j < n and s[j] in "+-":
@@ -440,11 +445,11 @@ class _Parser:
             return _n("neg", "", self.unary(), pos=tok.pos)
         if self.at_kw("try"):
             tok = self.take()
-            body = self.postfix()
+            body = self.postfix(allow_bind=True)
             node = _n("try", "", body, pos=tok.pos)
             if self.at_kw("catch"):
                 self.take()
-                node.children.append(self.postfix())
+                node.children.append(self.postfix(allow_bind=True))
             return node
         if self.at_kw("def"):
             # jq 1.7 accepts a def at the start of most sub-expressions
@@ -683,12 +688,9 @@ class _Parser:
         raise JqSyntaxError(f"bad pattern at {tok.pos}")
 
     def objval(self) -> Node:
-        # ExpD: ExpD '|' ExpD | '-' ExpD | Term
-        if self.at_op("-"):
-            tok = self.take()
-            lhs = _n("neg", "", self.objval(), pos=tok.pos)
-        else:
-            lhs = self.postfix()
+        # jq 1.7 object values: any expression without a top-level ',' (binding forms are
+        # rejected by libjq; accepting them here is harmless)
+        lhs = self.binary(0)
         if self.at_op("|"):
             self.take()
             return _n("op", "|", lhs, self.objval())
@@ -715,11 +717,16 @@ class _Parser:
                 elif self.at_op(":"):
                     self.take()
                     node.children.append(self.objval())
+                else:  # {a} is {a: .a}
+                    node.children.append(_n("field", key.text, _n("identity"), pos=key.pos))
             elif key.kind == "STRING":
-                node.children.append(self.string(self.take()))
+                skey = self.string(self.take())
                 if self.at_op(":"):
                     self.take()
+                    node.children.append(skey)
                     node.children.append(self.objval())
+                else:  # {"a"} is {"a": ."a"}
+                    node.children.append(_n("field", "", _n("identity"), skey, pos=key.pos))
             elif key.kind == "FORMAT":
                 self.take()
                 fmt = _n("format", key.text, pos=key.pos)
@@ -750,6 +757,94 @@ class _Parser:
 def parse(src: str) -> Node:
     """Parse a jq program into a ``Node`` tree. Raises ``JqSyntaxError``."""
     return _Parser(tokenize(src)).program()
+
+
+# ---------------------------------------------------------------- which top-level fields are read
+
+# builtins that ignore their input (safe to call with the root object as input)
+_NO_INPUT = frozenset({"empty", "true", "false", "null", "nan", "infinite", "now"})
+
+
+def _static_name(node: Node) -> str | None:
+    """The text of a string node without interpolation or escapes, else None."""
+    if node.kind != "string" or node.children or "\\" in node.value:
+        return None
+    return node.value
+
+
+class _RootReads:
+    """Conservative analysis: does an expression read the input object only through
+    ``.<field>`` accesses, and which fields? Lets the evaluator hand jq a projection of the
+    object (a pod's ``metadata`` instead of the whole pod) — a large part of the run cost."""
+
+    def __init__(self) -> None:
+        self.fields: set[str] = set()
+
+    def safe(self, n: Node) -> bool:
+        """True if ``n``, evaluated with the root object as input, touches the root only through
+        recorded top-level fields (and so never outputs the root itself)."""
+        k = n.kind
+        c = n.children
+        if k in ("literal", "var", "patvar", "break"):
+            return True
+        if k == "field":
+            base = c[0]
+            if base.kind == "identity":
+                name = n.value or (_static_name(c[1]) if len(c) > 1 else None)
+                if not name:
+                    return False
+                self.fields.add(name)
+                return True
+            return self.safe(base) and all(self.safe(x) for x in c[1:])
+        if k == "index":
+            base, idx = c
+            if base.kind == "identity":
+                name = _static_name(idx)
+                if name is None:
+                    return False
+                self.fields.add(name)
+                return True
+            return self.safe(base) and self.safe(idx)
+        if k in ("slice", "iterate"):
+            return c[0].kind != "identity" and all(self.safe(x) for x in c)
+        if k == "if" and len(c) % 2 == 0:
+            return False  # no else: a false condition outputs the input itself
+        if k in ("optional", "group", "neg", "array", "object", "string", "if", "pattern", "label"):
+            return all(self.safe(x) for x in c)
+        if k == "format":
+            return bool(c) and all(self.safe(x) for x in c)
+        if k == "try":
+            return self.safe(c[0])  # the catch body's input is the error, not the root
+        if k == "op":
+            if n.value in ASSIGNMENT_OPS:
+                return False
+            if n.value == "|":
+                return self.safe(c[0])  # the right side's input is the left side's output
+            return all(self.safe(x) for x in c)
+        if k == "bind":
+            src, pats, body = c
+            return self.safe(src) and self.safe(pats) and self.safe(body)
+        if k in ("reduce", "foreach"):
+            src, pats, init = c[0], c[1], c[2]
+            return self.safe(src) and self.safe(pats) and self.safe(init)  # updates see the accumulator
+        if k == "call":
+            return not c and n.value in _NO_INPUT
+        return False  # identity, recurse, def, directive, program, unknown
+
+
+def root_fields(expr: str) -> frozenset[str] | None:
+    """Top-level fields of its input that ``expr`` reads, or None if it may read anything
+    (conservative: any doubt gives None)."""
+    try:
+        tree = parse(expr)
+    except JqSyntaxError:
+        return None
+    if len(tree.children) != 1:  # module directives
+        return None
+    reads = _RootReads()
+    if not reads.safe(tree.children[0]):
+        return None
+    return frozenset(reads.fields)
 
 
 # ---------------------------------------------------------------- the check

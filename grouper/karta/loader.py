@@ -328,7 +328,7 @@ def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
         raise KartaLoadError(f"document must be an object, got {type(obj).__name__}")
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
-    if (api_version, kind) not in ACCEPTED:
+    if not isinstance(api_version, str) or not isinstance(kind, str) or (api_version, kind) not in ACCEPTED:
         raise KartaLoadError(
             f"unsupported apiVersion/kind {api_version}/{kind}; expected "
             f"{KARTA_API_VERSION} {KARTA_KIND} or {LEGACY_API_VERSION} {LEGACY_KIND}",

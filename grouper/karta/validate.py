@@ -15,6 +15,7 @@ definition on a non-root component. Duplicate instance ids are caught at evaluat
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -118,14 +119,20 @@ def jq_fields(defn: KartaDefinition) -> Iterator[tuple[str, str]]:
 
 def check_expression(expr: str) -> list[str]:
     """Problems with one jq expression: libjq's compile error, else the read-only/bounded policy."""
+    return list(_check_expression(expr))
+
+
+@functools.lru_cache(maxsize=8192)
+def _check_expression(expr: str) -> tuple[str, ...]:
+    # cached: cluster Kartas are re-validated on every update, mostly with the same expressions
     err = compile_error(expr)
     if err is not None:
-        return [f"failed to parse JQ expression: {err}"]
+        return (f"failed to parse JQ expression: {err}",)
     try:
         reasons = jqsyntax.check(expr)
     except jqsyntax.JqSyntaxError as e:
-        return [f"JQ expression failed validation: cannot analyse it ({e})"]
-    return [f"JQ expression failed validation: {r}" for r in reasons]
+        return (f"JQ expression failed validation: cannot analyse it ({e})",)
+    return tuple(f"JQ expression failed validation: {r}" for r in reasons)
 
 
 class _Validator:

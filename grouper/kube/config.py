@@ -50,7 +50,11 @@ class ClusterConfig:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         else:
-            ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
+            ctx = (
+                ssl.create_default_context(cafile=self.ca_file)
+                if self.ca_file
+                else ssl.create_default_context()
+            )
         if self.client_cert_file:
             ctx.load_cert_chain(self.client_cert_file, self.client_key_file)
         return ctx
@@ -83,11 +87,23 @@ class ClusterConfig:
         return False
 
 
-def explicit(server: str, *, token: str | None = None, token_file: str | None = None, ca_file: str | None = None,
-             insecure: bool = False) -> ClusterConfig:
+def explicit(
+    server: str,
+    *,
+    token: str | None = None,
+    token_file: str | None = None,
+    ca_file: str | None = None,
+    insecure: bool = False,
+) -> ClusterConfig:
     """Settings given directly (flags ``--server``, ``--token-file``, ``--certificate-authority``)."""
-    cfg = ClusterConfig(server=server.rstrip("/"), ca_file=ca_file, token=token, token_file=token_file,
-                        verify_tls=not insecure, source="explicit")
+    cfg = ClusterConfig(
+        server=server.rstrip("/"),
+        ca_file=ca_file,
+        token=token,
+        token_file=token_file,
+        verify_tls=not insecure,
+        source="explicit",
+    )
     if token_file:
         cfg._read_token_file()
     return cfg
@@ -96,8 +112,9 @@ def explicit(server: str, *, token: str | None = None, token_file: str | None = 
 def _from_kubeconfig(path: str | None, context: str | None) -> ClusterConfig:
     c = kubernetes.client.Configuration()
     try:
-        kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=c,
-                                           persist_config=False)
+        kubernetes.config.load_kube_config(
+            config_file=path, context=context, client_configuration=c, persist_config=False
+        )
     except (ConfigException, OSError, TypeError) as e:
         raise KubeConfigError(f"cannot load kubeconfig {path or '(default)'}: {e}") from e
     auth = c.api_key.get("authorization") or c.api_key.get("BearerToken") or ""
@@ -121,8 +138,12 @@ def _in_cluster() -> ClusterConfig:
         kubernetes.config.load_incluster_config(client_configuration=c, try_refresh_token=False)
     except ConfigException as e:
         raise KubeConfigError(f"not running in a cluster: {e}") from e
-    cfg = ClusterConfig(server=str(c.host).rstrip("/"), ca_file=c.ssl_ca_cert, token_file=IN_CLUSTER_TOKEN,
-                        source="in-cluster")
+    cfg = ClusterConfig(
+        server=str(c.host).rstrip("/"),
+        ca_file=c.ssl_ca_cert,
+        token_file=IN_CLUSTER_TOKEN,
+        source="in-cluster",
+    )
     cfg._read_token_file()
     return cfg
 
@@ -137,4 +158,6 @@ def load(kubeconfig: str | None = None, context: str | None = None) -> ClusterCo
         return _from_kubeconfig(None, context)
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return _in_cluster()
-    raise KubeConfigError("no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster")
+    raise KubeConfigError(
+        "no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster"
+    )

@@ -33,9 +33,12 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
-        return object_path(self.group, self.version, self.plural, namespace if self.namespaced else None, name,
-                           subresource)
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        return object_path(
+            self.group, self.version, self.plural, namespace if self.namespaced else None, name, subresource
+        )
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"
@@ -61,7 +64,9 @@ class Discovery:
     def __init__(self, client: KubeClient, *, ttl: float = 600.0, negative_ttl: float = 10.0) -> None:
         self._client = client
         self._ttl, self._negative_ttl = ttl, negative_ttl
-        self._groups: dict[str, tuple[float, dict[str, Resource] | None]] = {}  # api_version -> (when, kind -> res)
+        self._groups: dict[
+            str, tuple[float, dict[str, Resource] | None]
+        ] = {}  # api_version -> (when, kind -> res)
         self._locks: dict[str, asyncio.Lock] = {}
 
     def cached(self, gvk: GVK) -> Resource | None:
@@ -103,8 +108,14 @@ class Discovery:
             name = str(r.get("name") or "")
             if not name or "/" in name:  # subresources (pods/status, ...)
                 continue
-            kinds[str(r.get("kind"))] = Resource(group, version, str(r.get("kind")), name, bool(r.get("namespaced")),
-                                                 frozenset(r.get("verbs") or ()))
+            kinds[str(r.get("kind"))] = Resource(
+                group,
+                version,
+                str(r.get("kind")),
+                name,
+                bool(r.get("namespaced")),
+                frozenset(r.get("verbs") or ()),
+            )
         return kinds
 
     async def groups(self) -> dict[str, list[str]]:

@@ -4,8 +4,9 @@
   ``allowWatchBookmarks=true``; the resourceVersion advances with every event and bookmark.
 - 410 Gone (expired resourceVersion, on the watch or mid-pagination) → a fresh LIST, and the cache is
   reconciled with it: vanished objects produce synthesized DELETED events, changed ones MODIFIED.
-- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered) and a new watch; a LIST that is
-  forbidden (403) ends the informer with ``error`` set, because retrying cannot help until RBAC changes.
+- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered) and a new watch; a first LIST
+  that is forbidden (403) or not found (404: CRD gone) ends the informer with ``error`` set, because
+  retrying cannot help until RBAC or the CRD changes.
 - ``transform`` trims every object before it is cached (``managedFields`` and, for pods, everything
   grouping does not read), which is what keeps memory per pod small.
 
@@ -43,8 +44,18 @@ def strip_managed_fields(obj: Obj) -> Obj:
     return obj
 
 
-_POD_META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
-             "labels", "annotations", "ownerReferences", "generateName")
+_POD_META = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "generateName",
+)
 _POD_SPEC = ("schedulerName", "priorityClassName", "nodeName")
 
 
@@ -191,15 +202,27 @@ class Informer:
                         log.info("resourceVersion expired, re-listing", extra={"resource": self.name})
                         self._need_list = True
                         continue
-                    if e.forbidden and not self.synced.is_set():
+                    if (e.forbidden or e.not_found) and not self.synced.is_set():
+                        # RBAC denies it / the resource is not served: retrying cannot help until that
+                        # changes; the owner of the informer decides when to try again
                         self.error = e
-                        log.warning("cannot list %s: forbidden", self.name, extra={"resource": self.name})
+                        log.warning(
+                            "cannot list %s: %s",
+                            self.name,
+                            e.reason or e.status,
+                            extra={"resource": self.name},
+                        )
                         return
                     if e.forbidden:  # RBAC removed while running: keep the cache, keep trying slowly
                         self._need_list = True
                     delay = min(max(delay * 2, 0.8), 30.0)
-                    log.warning("informer %s: %s; retrying in %.1fs", self.name, e, delay,
-                                extra={"resource": self.name})
+                    log.warning(
+                        "informer %s: %s; retrying in %.1fs",
+                        self.name,
+                        e,
+                        delay,
+                        extra={"resource": self.name},
+                    )
                     await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 if self.metrics is not None:
                     self.metrics.watch_restarts.labels(resource=self.resource.plural).inc()
@@ -216,7 +239,9 @@ class Informer:
         path = self.resource.path(self.namespace)
         while True:
             try:
-                page = await self.client.get(path, {**self._params(), "limit": self.page_size, "continue": cont})
+                page = await self.client.get(
+                    path, {**self._params(), "limit": self.page_size, "continue": cont}
+                )
             except ApiError as e:
                 if e.gone and cont:  # continue token expired: start over, unpaginated consistency is lost
                     items.clear()
@@ -263,14 +288,21 @@ class Informer:
             "timeoutSeconds": random.randint(*self.watch_timeout),
         }
         # a silent connection longer than the server-side timeout + margin is dead
-        async for event in self.client.watch(self.resource.path(self.namespace), params,
-                                             timeout=params["timeoutSeconds"] + 30):
+        async for event in self.client.watch(
+            self.resource.path(self.namespace), params, timeout=params["timeoutSeconds"] + 30
+        ):
             etype = event.get("type")
             obj = event.get("object") or {}
             if etype == "ERROR":
                 code = int(obj.get("code") or 0)
-                raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj,
-                               method="WATCH", path=self.resource.path(self.namespace))
+                raise ApiError(
+                    code,
+                    str(obj.get("reason") or ""),
+                    str(obj.get("message") or ""),
+                    obj,
+                    method="WATCH",
+                    path=self.resource.path(self.namespace),
+                )
             rv = _rv(obj)
             if etype == "BOOKMARK":
                 if rv:

@@ -32,10 +32,14 @@ JSON = "application/json"
 class ApiError(Exception):
     """A non-2xx answer from the API server (``status`` 0 = no answer: connection failure)."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Any = None, *, method: str = "", path: str = ""):
+    def __init__(
+        self, status: int, reason: str, message: str, body: Any = None, *, method: str = "", path: str = ""
+    ):
         self.status, self.reason, self.message, self.body = status, reason, message, body
         self.method, self.path = method, path
-        super().__init__(f"{method} {path}: {status} {reason}: {message}" if method else f"{status} {reason}: {message}")
+        super().__init__(
+            f"{method} {path}: {status} {reason}: {message}" if method else f"{status} {reason}: {message}"
+        )
 
     @property
     def not_found(self) -> bool:
@@ -93,13 +97,13 @@ _PATH_RE = re.compile(
 def describe_request(method: str, path: str, params: Mapping[str, Any] | None) -> tuple[str, str]:
     """(verb, resource) for metrics, like client-go's request labels, bounded by construction."""
     m = _PATH_RE.match(path.split("?", 1)[0])
-    if not m or not m.group("res"):
+    if m and not m.group("res") and m.group("ns"):
+        res, name = "namespaces", m.group("ns")  # /api/v1/namespaces/<ns>: the Namespace object itself
+    elif not m or not m.group("res"):
         return ("get" if method == "GET" else method.lower()), "discovery"
-    res, name = m.group("res"), m.group("name")
-    if m.group("ns") is None and res == "namespaces" and name:
-        # /api/v1/namespaces/<ns> is the Namespace object itself
-        res, name = "namespaces", name
-    if m.group("sub"):
+    else:
+        res, name = m.group("res"), m.group("name")
+    if m and m.group("sub"):
         res = f"{res}/{m.group('sub')}"
     verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
     if verb is None:
@@ -194,7 +198,9 @@ class KubeClient:
                     retry_after = resp.headers.get("Retry-After")
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 self._count(method, path, params, "error")
-                raise ApiError(0, "ConnectionError", f"{type(e).__name__}: {e}", method=method, path=path) from e
+                raise ApiError(
+                    0, "ConnectionError", f"{type(e).__name__}: {e}", method=method, path=path
+                ) from e
             self._count(method, path, params, status)
             decoded: Any = None
             if raw:
@@ -229,7 +235,9 @@ class KubeClient:
     async def delete(self, path: str) -> Any:
         return await self.request("DELETE", path)
 
-    async def watch(self, path: str, params: Mapping[str, Any], *, timeout: float) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, params: Mapping[str, Any], *, timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
         """Stream watch events (``{"type", "object"}``) until the server closes the stream.
 
         ``timeout`` bounds a silent connection (no byte for that long, bookmarks included).
@@ -271,8 +279,9 @@ class KubeClient:
                             self.last_success = time.monotonic()
                             yield orjson.loads(line)
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
-                raise ApiError(0, "ConnectionError", f"watch stream: {type(e).__name__}: {e}", method="WATCH",
-                               path=path) from e
+                raise ApiError(
+                    0, "ConnectionError", f"watch stream: {type(e).__name__}: {e}", method="WATCH", path=path
+                ) from e
         finally:
             resp.release()
 
@@ -289,7 +298,11 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def object_path(
-    group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None,
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
     subresource: str | None = None,
 ) -> str:
     """REST path of a collection or object (names are URL-quoted)."""

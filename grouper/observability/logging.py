@@ -17,10 +17,16 @@ from typing import Any
 
 import orjson
 
-_CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("grouper_log_context", default=None)
+_CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "grouper_log_context", default=None
+)
 
 # attributes every LogRecord has; anything else on a record came from ``extra=`` and is emitted as a field
-_STD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "ctx"}
+_STD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "ctx",
+}
 
 
 @contextlib.contextmanager
@@ -45,7 +51,8 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

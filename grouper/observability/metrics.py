@@ -23,7 +23,10 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         self.reconciles = Counter(
-            f"{PREFIX}_reconciles_total", "Workload reconciles by result and plugin.", ["result", "plugin"], registry=r
+            f"{PREFIX}_reconciles_total",
+            "Workload reconciles by result and plugin.",
+            ["result", "plugin"],
+            registry=r,
         )
         self.reconcile_duration = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
@@ -44,7 +47,10 @@ class Metrics:
             registry=r,
         )
         self.pod_patches = Counter(
-            f"{PREFIX}_pod_patches_total", "Pod patches by result (patched, unchanged, error).", ["result"], registry=r
+            f"{PREFIX}_pod_patches_total",
+            "Pod patches by result (patched, unchanged, error).",
+            ["result"],
+            registry=r,
         )
         self.api_requests = Counter(
             f"{PREFIX}_api_requests_total",
@@ -52,22 +58,40 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=r,
         )
-        self.workqueue_depth = Gauge(f"{PREFIX}_workqueue_depth", "Workloads waiting in the work queue.", registry=r)
+        self.workqueue_depth = Gauge(
+            f"{PREFIX}_workqueue_depth", "Workloads waiting in the work queue.", registry=r
+        )
         self.workqueue_retries = Counter(
-            f"{PREFIX}_workqueue_retries_total", "Workloads re-queued with back-off after a failure.", registry=r
+            f"{PREFIX}_workqueue_retries_total",
+            "Workloads re-queued with back-off after a failure.",
+            registry=r,
         )
         self.watch_restarts = Counter(
-            f"{PREFIX}_watch_restarts_total", "Watches re-opened (timeout, error, stream end).", ["resource"], registry=r
+            f"{PREFIX}_watch_restarts_total",
+            "Watches re-opened (timeout, error, stream end).",
+            ["resource"],
+            registry=r,
         )
         self.relists = Counter(
-            f"{PREFIX}_relists_total", "Full LISTs after the initial one (410 Gone, errors).", ["resource"], registry=r
+            f"{PREFIX}_relists_total",
+            "Full LISTs after the initial one (410 Gone, errors).",
+            ["resource"],
+            registry=r,
         )
         self.karta_definitions = Gauge(
-            f"{PREFIX}_karta_definitions", "Karta definitions known, by origin and state.", ["origin", "state"], registry=r
+            f"{PREFIX}_karta_definitions",
+            "Karta definitions known, by origin and state.",
+            ["origin", "state"],
+            registry=r,
         )
-        self.leader = Gauge(f"{PREFIX}_leader", "1 while this instance holds the leader lease (is_leader).", registry=r)
+        self.leader = Gauge(
+            f"{PREFIX}_leader", "1 while this instance holds the leader lease (is_leader).", registry=r
+        )
         self.decision_errors = Counter(
-            f"{PREFIX}_decision_errors_total", "Pods whose grouping decision failed, by reason.", ["reason"], registry=r
+            f"{PREFIX}_decision_errors_total",
+            "Pods whose grouping decision failed, by reason.",
+            ["reason"],
+            registry=r,
         )
         self.build_info = Gauge(f"{PREFIX}_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
@@ -84,6 +108,11 @@ class Metrics:
             if metric.name != f"{PREFIX}_api_requests":
                 continue
             for s in metric.samples:
-                if s.name.endswith("_total") and s.labels.get("verb") in ("create", "update", "patch", "delete"):
+                if s.name.endswith("_total") and s.labels.get("verb") in (
+                    "create",
+                    "update",
+                    "patch",
+                    "delete",
+                ):
                     total += s.value
         return total

@@ -145,9 +145,9 @@ def default_metadata(
 class DefaultGrouper:
     """The default plugin; other kinds reuse it with another priority fallback and name."""
 
-    name = "default"
+    name = "Default Grouper"
 
-    def __init__(self, priority_fallback: str = TRAIN_PRIORITY, name: str = "default") -> None:
+    def __init__(self, priority_fallback: str = TRAIN_PRIORITY, name: str = "Default Grouper") -> None:
         self.priority_fallback = priority_fallback
         self.name = name
 

@@ -15,7 +15,7 @@ from grouper.plugins.default import default_metadata
 
 
 class KartaGrouper:
-    name = "karta"
+    name = "Karta Grouper"
 
     def __init__(self, definition: KartaDefinition) -> None:
         self.definition = definition

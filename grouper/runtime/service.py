@@ -23,6 +23,7 @@ from grouper.controller.controller import Controller, ControllerSettings
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.leader import LeaderElector
 from grouper.core.grouping import Grouper
+from grouper.karta import DefinitionRegistry
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
 from grouper.kube.transport import KubeClient
@@ -34,22 +35,28 @@ log = logging.getLogger(__name__)
 
 def cluster_config(s: RunSettings) -> ClusterConfig:
     if s.server:
-        return kubeconfig.explicit(s.server, token_file=s.token_file or None, ca_file=s.certificate_authority or None)
+        return kubeconfig.explicit(
+            s.server, token_file=s.token_file or None, ca_file=s.certificate_authority or None
+        )
     return kubeconfig.load(s.kubeconfig or None, s.context or None)
 
 
-def load_definitions(s: RunSettings) -> Any:
+def load_definitions(s: RunSettings) -> DefinitionRegistry | None:
     """The Karta registry with the built-in catalog from ``--definitions`` (None when Karta is off)."""
     if not s.generic_karta_fallback:
         return None
-    from grouper.karta import DefinitionRegistry
-
     return DefinitionRegistry(s.definitions or None)
 
 
 class Service:
-    def __init__(self, settings: RunSettings, *, config: ClusterConfig | None = None,
-                 metrics: Metrics | None = None, identity: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        config: ClusterConfig | None = None,
+        metrics: Metrics | None = None,
+        identity: str | None = None,
+    ) -> None:
         self.settings = settings
         self.config = config
         self.metrics = metrics or Metrics()
@@ -76,8 +83,13 @@ class Service:
         definitions = load_definitions(s)
         grouper = Grouper(s.grouping_config(), definitions)
         if s.leader_elect:
-            self.leader = LeaderElector(self.client, name=s.leader_election_id, namespace=s.leader_election_namespace,
-                                        identity=self.identity, metrics=self.metrics)
+            self.leader = LeaderElector(
+                self.client,
+                name=s.leader_election_id,
+                namespace=s.leader_election_namespace,
+                identity=self.identity,
+                metrics=self.metrics,
+            )
         self.controller = Controller(
             self.client,
             ControllerSettings(
@@ -122,9 +134,10 @@ class Service:
             self.controller.queue.shutdown()
             await self.controller.stop_workers(drain=self.settings.shutdown_drain_seconds)
         if self.leader is not None:
-            for t in self._tasks:
-                if t.get_name() == "leader-election":
-                    t.cancel()
+            campaign = [t for t in self._tasks if t.get_name() == "leader-election"]
+            for t in campaign:
+                t.cancel()
+            await asyncio.gather(*campaign, return_exceptions=True)  # no renewal races the release
             await self.leader.release()
         if self.controller is not None:
             await self.controller.shutdown(drain=0)
@@ -147,19 +160,18 @@ class Service:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
+        start = asyncio.create_task(self.start(), name="start")
+        waiter = asyncio.create_task(stop.wait(), name="stop-signal")
         try:
-            start = asyncio.create_task(self.start())
-            waiter = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait({start, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if start in done:
-                start.result()
+                start.result()  # a start-up failure propagates (exit code 1 in the CLI)
                 await waiter
-            else:
-                start.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await start
             return 0
         finally:
+            for t in (start, waiter):
+                t.cancel()
+            await asyncio.gather(start, waiter, return_exceptions=True)
             await self.shutdown()
             for sig in installed:
                 loop.remove_signal_handler(sig)

@@ -105,6 +105,7 @@ class RunSettings:
     token_file: str = ""
     certificate_authority: str = ""
     http_bind_address: str = "0.0.0.0:8080"
+    http_auth_token_file: str = ""
     log_level: str = "info"
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
@@ -137,21 +138,28 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "leader-elect": (parse_bool, "run leader election; only the leader writes"),
     "generic-karta-fallback": (parse_bool, "use Karta definitions for kinds without a native plugin"),
     "knative-gang-schedule": (parse_bool, "one gang PodGroup per Knative revision (else per pod)"),
-    "search-legacy-pg": (parse_bool, "reuse legacy-shaped PodGroups of batch Jobs / RunaiJobs / JobSets / Ray"),
+    "search-legacy-pg": (
+        parse_bool,
+        "reuse legacy-shaped PodGroups of batch Jobs / RunaiJobs / JobSets / Ray",
+    ),
     "default-priorities-configmap-name": (str, "ConfigMap with per-kind default priority/preemptibility"),
     "default-priorities-configmap-namespace": (str, "namespace of that ConfigMap (both flags needed)"),
     "pod-label-selector": (parse_selector, "only pods with these labels, k=v[,k2=v2]"),
     "namespace-label-selector": (parse_selector, "only pods in namespaces with these labels, k=v[,k2=v2]"),
     "leader-election-namespace": (str, "namespace of the leader-election Lease"),
     "leader-election-id": (str, "name of the leader-election Lease"),
-    "definitions": (str, "directory of built-in Karta definitions (default: the repository's definitions/ "
-                         "next to the package when present; '' = none)"),
+    "definitions": (
+        str,
+        "directory of built-in Karta definitions (default: the repository's definitions/ "
+        "next to the package when present; '' = none)",
+    ),
     "kubeconfig": (str, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)"),
     "context": (str, "kubeconfig context (default: the current one)"),
     "server": (str, "API server URL; with --token-file / --certificate-authority, instead of a kubeconfig"),
     "token-file": (str, "bearer token file for --server (re-read when it rotates)"),
     "certificate-authority": (str, "CA bundle for --server"),
     "http-bind-address": (parse_bind, "HOST:PORT of the HTTP server (health, metrics and API on one port)"),
+    "http-auth-token-file": (str, "if set, the API (not /healthz, /readyz) requires this bearer token"),
     "log-level": (parse_log_level, "debug, info, warning or error"),
     "log-format": (parse_log_format, "json (one object per line) or text"),
     "shutdown-drain-seconds": (non_negative_float, "on SIGTERM, wait this long for in-flight reconciles"),
@@ -175,8 +183,13 @@ def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = 
                 default = typ(raw)
             except (argparse.ArgumentTypeError, ValueError) as e:
                 parser.error(f"{env_name(flag)}={raw!r}: {e}")
-        kwargs: dict[str, Any] = {"dest": attr, "type": typ, "default": default, "metavar": _metavar(default),
-                                  "help": f"{help_text} [env {env_name(flag)}; default: {default!r}]"}
+        kwargs: dict[str, Any] = {
+            "dest": attr,
+            "type": typ,
+            "default": default,
+            "metavar": _metavar(default),
+            "help": f"{help_text} [env {env_name(flag)}; default: {default!r}]",
+        }
         if typ is parse_bool:
             kwargs.update(nargs="?", const=True, metavar="BOOL")
         parser.add_argument(f"--{flag}", **kwargs)

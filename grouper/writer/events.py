@@ -158,8 +158,10 @@ class EventRecorder:
     async def _patch_count(self, s: _Series) -> None:
         s.last_sent = time.monotonic()
         try:
-            await self.client.merge_patch(EVENT_RESOURCE.path(s.namespace, s.event_name),
-                                          {"count": s.count, "lastTimestamp": _now_rfc3339()})
+            await self.client.merge_patch(
+                EVENT_RESOURCE.path(s.namespace, s.event_name),
+                {"count": s.count, "lastTimestamp": _now_rfc3339()},
+            )
             s.sent_count = s.count
             self.sent += 1
         except ApiError as e:

@@ -174,8 +174,12 @@ class PodGroupWriter:
         desired = md.to_object()
         if existing is None:
             return "created", desired
-        desired = preserve_foreign_fields(desired, existing, nodepool_label_key=self.nodepool_label_key,
-                                          queue_label_key=self.queue_label_key)
+        desired = preserve_foreign_fields(
+            desired,
+            existing,
+            nodepool_label_key=self.nodepool_label_key,
+            queue_label_key=self.queue_label_key,
+        )
         if not differences(desired, existing):
             return "unchanged", existing
         return "updated", updated_object(desired, existing)
@@ -199,8 +203,12 @@ class PodGroupWriter:
                 if not e.conflict or attempt == self.max_conflicts:
                     raise
                 # AlreadyExists (cache lagging behind) or a stale resourceVersion: re-read and recompute
-                log.debug("conflict writing PodGroup %s/%s (%s), retrying from fresh state", md.namespace, md.name,
-                          e.reason)
+                log.debug(
+                    "conflict writing PodGroup %s/%s (%s), retrying from fresh state",
+                    md.namespace,
+                    md.name,
+                    e.reason,
+                )
                 existing = await self._read(md.namespace, md.name)
                 if attempt:
                     await asyncio.sleep(0.05 * attempt)

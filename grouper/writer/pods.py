@@ -46,6 +46,10 @@ def pod_patch(pod: Obj, pod_group: str, sub_group: str | None) -> dict[str, Any]
     return {"metadata": meta} if meta else None
 
 
+def _rv(obj: Obj) -> str:
+    return str(o.meta(obj).get("resourceVersion") or "")
+
+
 def _created_at(pod: Obj) -> float | None:
     ts = o.meta(pod).get("creationTimestamp")
     if not ts:
@@ -69,9 +73,19 @@ class PodPatcher:
         self.can_write = can_write
         self.metrics = metrics
         self.on_written = on_written
+        # pods we patched whose new version the cache has not shown yet: key -> (rv we patched, pg, sub-group)
+        self._recent: dict[tuple[str, str], tuple[str, str, str | None]] = {}
 
     async def ensure(self, pod: Obj, pod_group: str, sub_group: str | None) -> PatchResult:
         """Patch when needed. Raises ``ApiError`` (not 404) or ``NotLeader``."""
+        key = (o.namespace(pod), o.name(pod))
+        recent = self._recent.get(key)
+        if recent is not None:
+            if _rv(pod) == recent[0] and recent[1:] == (pod_group, sub_group):
+                self._count("unchanged")  # our patch is done; the watch has not delivered it yet
+                return "unchanged"
+            if _rv(pod) != recent[0]:
+                del self._recent[key]
         patch = pod_patch(pod, pod_group, sub_group)
         if patch is None:
             self._count("unchanged")
@@ -88,6 +102,9 @@ class PodPatcher:
             self._count("error")
             raise
         self._count("patched")
+        if len(self._recent) > 65536:
+            self._recent.clear()
+        self._recent[key] = (_rv(pod), pod_group, sub_group)
         if first_annotation and self.metrics is not None:
             created = _created_at(pod)
             if created is not None:

@@ -55,7 +55,7 @@ W = workload()
 
 def test_default_grouper_for_unknown_kind() -> None:
     d = Grouper(GroupingConfig(), None, native={}).decide(pod(owners=[ref(W)]), InMemoryLookups([W]))
-    assert d.outcome == "grouped" and d.plugin == "default"
+    assert d.outcome == "grouped" and d.plugin == "Default Grouper"
     assert d.pod_group is not None and d.pod_group.name == "pg-w-uid-w"
     assert d.top_owner == OwnerRef("example.com/v1", "Widget", "w", "uid-w")
     record = d.to_record()
@@ -174,7 +174,7 @@ def test_hub_native_for_is_exact_only() -> None:
     assert hub.native_for(GVK("a", "v1", "K")) is None
     assert hub.native_for(GVK("a", "v1", "J")) is not None
     assert hub.select(GVK("a", "v2", "K")).plugin.name == "wild"
-    assert hub.select(GVK("b", "v1", "Z")).plugin.name == "default"
+    assert hub.select(GVK("b", "v1", "Z")).plugin.name == "Default Grouper"
 
 
 def test_in_memory_list_filters_by_namespace_and_labels_sorted() -> None:

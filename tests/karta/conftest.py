@@ -1,12 +1,9 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from grouper.karta import KartaDefinition, load_file
-
-DATA = Path(__file__).parent / "data"
+from tests.karta.fixtures import DATA
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from grouper.karta import KartaDefinition, from_object
@@ -10,6 +11,7 @@ from grouper.model.podgroup import OwnerRef, PodGroupMetadata
 
 Obj = dict[str, Any]
 
+DATA = Path(__file__).parent / "data"  # catalog-shaped definitions (karta.md §4)
 PYFLOW_UID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
 
 
@@ -60,8 +62,14 @@ def pyflow_object(master: int = 1, worker: int = 2) -> Obj:
         "kind": "PyFlow",
         "metadata": {"name": "pyflow-example", "namespace": "test-ns", "uid": PYFLOW_UID},
         "spec": {
-            "master": {"replicas": master, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}},
-            "worker": {"replicas": worker, "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}},
+            "master": {
+                "replicas": master,
+                "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}},
+            },
+            "worker": {
+                "replicas": worker,
+                "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}},
+            },
         },
     }
 

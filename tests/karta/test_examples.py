@@ -46,7 +46,9 @@ def jobset(parallelism: int | None = 1, worker_parallelism: int | None = None) -
         return {"name": name, "replicas": replicas, "template": {"spec": spec}}
 
     worker = rj("worker", 2, parallelism if worker_parallelism is None else worker_parallelism)
-    return top("JobSet", "jobset.x-k8s.io/v1alpha2", {"replicatedJobs": [rj("leader", 1, parallelism), worker]})
+    return top(
+        "JobSet", "jobset.x-k8s.io/v1alpha2", {"replicatedJobs": [rj("leader", 1, parallelism), worker]}
+    )
 
 
 def jobset_pod(rj: str) -> dict[str, Any]:
@@ -67,7 +69,9 @@ def test_jobset_single_leaf_shortcut_and_instance(catalog: dict[str, KartaDefini
     assert ev.component_of_pod(jobset(), jobset_pod("worker")) == ("replicatedjob", "worker")
 
 
-@pytest.mark.parametrize(("rj", "name", "size"), [("leader", "pg-uid-1-leader", 1), ("worker", "pg-uid-1-worker", 2)])
+@pytest.mark.parametrize(
+    ("rj", "name", "size"), [("leader", "pg-uid-1-leader", 1), ("worker", "pg-uid-1-worker", 2)]
+)
 def test_jobset_alpha_one_podgroup_per_replicated_job(
     catalog: dict[str, KartaDefinition], rj: str, name: str, size: int
 ) -> None:
@@ -137,7 +141,15 @@ def test_pytorch_alpha_min_member_once_per_group_key(catalog: dict[str, KartaDef
 def test_pytorch_v2_variants(catalog: dict[str, KartaDefinition]) -> None:
     raw = dict(catalog["pytorchjob"].raw)
     obj = pytorch()
-    no_sub = defn({**raw, "spec": {**raw["spec"], "optimizationInstructions": {"gangScheduling": {"podGroup": {"name": "job"}}}}})
+    no_sub = defn(
+        {
+            **raw,
+            "spec": {
+                **raw["spec"],
+                "optimizationInstructions": {"gangScheduling": {"podGroup": {"name": "job"}}},
+            },
+        }
+    )
     pg = apply_gang(no_sub, Evaluator(no_sub), obj, pytorch_pod("worker"), base_metadata(obj))
     assert pg is not None and (pg.min_member, pg.min_sub_group) == (4, None)
     subs = defn(
@@ -147,7 +159,10 @@ def test_pytorch_v2_variants(catalog: dict[str, KartaDefinition]) -> None:
                 **raw["spec"],
                 "optimizationInstructions": {
                     "gangScheduling": {
-                        "podGroup": {"name": "job", "subGroups": [{"componentName": "master"}, {"componentName": "worker"}]}
+                        "podGroup": {
+                            "name": "job",
+                            "subGroups": [{"componentName": "master"}, {"componentName": "worker"}],
+                        }
                     }
                 },
             },
@@ -155,7 +170,10 @@ def test_pytorch_v2_variants(catalog: dict[str, KartaDefinition]) -> None:
     )
     pg = apply_gang(subs, Evaluator(subs), obj, pytorch_pod("worker"), base_metadata(obj))
     assert pg is not None
-    assert [(s.name, s.min_member, s.pods) for s in pg.sub_groups] == [("master", 1, []), ("worker", 3, ["p"])]
+    assert [(s.name, s.min_member, s.pods) for s in pg.sub_groups] == [
+        ("master", 1, []),
+        ("worker", 3, ["p"]),
+    ]
     assert (pg.min_sub_group, pg.min_member) == (2, None)
 
 
@@ -174,7 +192,10 @@ def raycluster(gpu_min: int | None = 2) -> dict[str, Any]:
     return top(
         "RayCluster",
         "ray.io/v1",
-        {"headGroupSpec": {"template": {}}, "workerGroupSpecs": [gpu, {"groupName": "cpu", "replicas": 1, "template": {}}]},
+        {
+            "headGroupSpec": {"template": {}},
+            "workerGroupSpecs": [gpu, {"groupName": "cpu", "replicas": 1, "template": {}}],
+        },
     )
 
 
@@ -221,7 +242,10 @@ def lws(replicas: int = 2, size: int = 4) -> dict[str, Any]:
     return top(
         "LeaderWorkerSet",
         "leaderworkerset.x-k8s.io/v1",
-        {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "leaderTemplate": {}, "workerTemplate": {}}},
+        {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {"size": size, "leaderTemplate": {}, "workerTemplate": {}},
+        },
     )
 
 
@@ -231,11 +255,21 @@ def test_lws_scale_multiplication_kept_from_upstream(catalog: dict[str, KartaDef
     assert ev.subtree_scale(lws(), "group") == 32
     assert ev.subtree_scale(lws(), "leaderworkerset") == 32
     assert ev.subtree_scale(lws(replicas=1), "group") == 16
-    leader = pod({"leaderworkerset.sigs.k8s.io/worker-index": "0", "leaderworkerset.sigs.k8s.io/name": "w",
-                  "leaderworkerset.sigs.k8s.io/group-index": "1"})
-    worker = pod({"leaderworkerset.sigs.k8s.io/worker-index": "2", "leaderworkerset.sigs.k8s.io/name": "w",
-                  "leaderworkerset.sigs.k8s.io/group-index": "1"},
-                 {"leaderworkerset.sigs.k8s.io/leader-name": "w-1"})
+    leader = pod(
+        {
+            "leaderworkerset.sigs.k8s.io/worker-index": "0",
+            "leaderworkerset.sigs.k8s.io/name": "w",
+            "leaderworkerset.sigs.k8s.io/group-index": "1",
+        }
+    )
+    worker = pod(
+        {
+            "leaderworkerset.sigs.k8s.io/worker-index": "2",
+            "leaderworkerset.sigs.k8s.io/name": "w",
+            "leaderworkerset.sigs.k8s.io/group-index": "1",
+        },
+        {"leaderworkerset.sigs.k8s.io/leader-name": "w-1"},
+    )
     assert ev.component_of_pod(lws(), leader) == ("leader", None)
     assert ev.component_of_pod(lws(), worker) == ("worker", None)
     assert ev.replica_key(worker, "group") == "1"
@@ -272,8 +306,13 @@ def test_dynamo_sorted_instance_order(catalog: dict[str, KartaDefinition]) -> No
 def test_dynamo_uppercase_service_gives_invalid_podgroup_name(catalog: dict[str, KartaDefinition]) -> None:
     d = catalog["dynamo"]
     obj = dynamo()
-    with pytest.raises(KartaEvalError, match=r"Karta grouping keys \[PrefillWorker\] produce invalid Kubernetes PodGroup name"):
-        apply_gang(d, Evaluator(d), obj, pod({"nvidia.com/dynamo-component": "PrefillWorker"}), base_metadata(obj))
+    with pytest.raises(
+        KartaEvalError,
+        match=r"Karta grouping keys \[PrefillWorker\] produce invalid Kubernetes PodGroup name",
+    ):
+        apply_gang(
+            d, Evaluator(d), obj, pod({"nvidia.com/dynamo-component": "PrefillWorker"}), base_metadata(obj)
+        )
 
 
 def test_dynamo_alpha_one_group_per_service(catalog: dict[str, KartaDefinition]) -> None:
@@ -289,7 +328,10 @@ def test_dynamo_fragmented_templates(catalog: dict[str, KartaDefinition]) -> Non
     obj["spec"]["services"]["Frontend"]["labels"] = {"a": "b"}
     obj["spec"]["services"]["Frontend"]["extraPodSpec"] = {"mainContainer": {"name": "main", "image": "img"}}
     t = ev.pod_templates(obj, "service")
-    assert t["Frontend"] == {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"image": "img", "name": "main"}]}}
+    assert t["Frontend"] == {
+        "metadata": {"labels": {"a": "b"}},
+        "spec": {"containers": [{"image": "img", "name": "main"}]},
+    }
     assert t["DecodeWorker"] == {"metadata": {}, "spec": {}}
 
 
@@ -298,8 +340,11 @@ def test_dynamo_fragmented_templates(catalog: dict[str, KartaDefinition]) -> Non
 
 def test_knative_min_scale_annotation_string(catalog: dict[str, KartaDefinition]) -> None:
     ev = Evaluator(catalog["knative"])
-    svc = top("Service", "serving.knative.dev/v1",
-              {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "3"}}}})
+    svc = top(
+        "Service",
+        "serving.knative.dev/v1",
+        {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "3"}}}},
+    )
     assert ev.scale(svc, "revision")[""].min_replicas == 3
     assert ev.subtree_scale(svc, "knativeservice") == 3
     plain = top("Service", "serving.knative.dev/v1", {"template": {}}, resourceVersion="2")
@@ -310,7 +355,11 @@ def test_mode_b_counts_leaves() -> None:
     d = defn(
         karta(
             "modeb",
-            {"name": "job", "kind": {"group": "x.io", "version": "v1", "kind": "Job"}, "statusDefinition": {"statusMappings": {}}},
+            {
+                "name": "job",
+                "kind": {"group": "x.io", "version": "v1", "kind": "Job"},
+                "statusDefinition": {"statusMappings": {}},
+            },
             [
                 {"name": "master", "ownerRef": "job", "specDefinition": {"podSpecPath": ".spec.m"}},
                 {"name": "worker", "ownerRef": "job", "specDefinition": {"podSpecPath": ".spec.w"}},
@@ -319,4 +368,8 @@ def test_mode_b_counts_leaves() -> None:
     )
     ev = Evaluator(d)
     obj = top("Job", "x.io/v1", {"m": {}, "w": {}})
-    assert (ev.subtree_scale(obj, "job"), ev.subtree_scale(obj, "master"), ev.subtree_scale(obj, "worker")) == (2, 1, 1)
+    assert (
+        ev.subtree_scale(obj, "job"),
+        ev.subtree_scale(obj, "master"),
+        ev.subtree_scale(obj, "worker"),
+    ) == (2, 1, 1)

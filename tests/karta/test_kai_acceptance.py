@@ -14,13 +14,27 @@ from grouper.model.objects import GVK
 from grouper.model.podgroup import PodGroupMetadata, TopologyConstraint
 from tests.karta.fixtures import PYFLOW_UID, base_metadata, defn, pyflow_karta, pyflow_object, pyflow_pod
 
-WORKER_TOPOLOGY = {"topologyName": "gpu-topology", "preferredTopologyLevel": "host", "requiredTopologyLevel": "rack"}
-PG_TOPOLOGY = {"topologyName": "rack-topology", "preferredTopologyLevel": "rack", "requiredTopologyLevel": "zone"}
+WORKER_TOPOLOGY = {
+    "topologyName": "gpu-topology",
+    "preferredTopologyLevel": "host",
+    "requiredTopologyLevel": "rack",
+}
+PG_TOPOLOGY = {
+    "topologyName": "rack-topology",
+    "preferredTopologyLevel": "rack",
+    "requiredTopologyLevel": "zone",
+}
 PYFLOW_GVK = GVK("jobs.example.com", "v1", "PyFlow")
 
 
-def group(gang: dict[str, Any] | None, pod_role: str = "worker", *, obj: dict[str, Any] | None = None,
-          with_spec: bool = True, job_name: str = "pyflow-example") -> tuple[PodGroupMetadata | None, PodGroupMetadata]:
+def group(
+    gang: dict[str, Any] | None,
+    pod_role: str = "worker",
+    *,
+    obj: dict[str, Any] | None = None,
+    with_spec: bool = True,
+    job_name: str = "pyflow-example",
+) -> tuple[PodGroupMetadata | None, PodGroupMetadata]:
     d = defn(pyflow_karta(gang, with_spec=with_spec))
     top = obj or pyflow_object()
     base = base_metadata(top)
@@ -33,7 +47,10 @@ def test_PodGroupV2() -> None:
             "podGroup": {
                 "name": "training",
                 "topology": PG_TOPOLOGY,
-                "subGroups": [{"componentName": "master"}, {"componentName": "worker", "topology": WORKER_TOPOLOGY}],
+                "subGroups": [
+                    {"componentName": "master"},
+                    {"componentName": "worker", "topology": WORKER_TOPOLOGY},
+                ],
             }
         }
     )
@@ -44,7 +61,9 @@ def test_PodGroupV2() -> None:
     master, worker = pg.sub_groups
     assert (master.name, master.min_member, master.pods, master.topology) == ("master", 1, [], None)
     assert (worker.name, worker.min_member, worker.pods) == ("worker", 2, ["pyflow-pod"])
-    assert worker.topology == TopologyConstraint("gpu-topology", required_level="rack", preferred_level="host")
+    assert worker.topology == TopologyConstraint(
+        "gpu-topology", required_level="rack", preferred_level="host"
+    )
     # default-grouper fields survive; the base object is not modified
     assert (pg.queue, pg.priority_class_name, pg.owner) == (base.queue, base.priority_class_name, base.owner)
     assert base.name == f"pg-pyflow-example-{PYFLOW_UID}" and base.min_member == 1 and base.sub_groups == []
@@ -55,12 +74,22 @@ def test_PodGroupV2() -> None:
 def test_PodGroupV2WithoutSubGroups(role: str) -> None:
     pg, _ = group({"podGroup": {"name": "training"}}, role, obj=pyflow_object(master=1, worker=1))
     assert pg is not None
-    assert (pg.name, pg.min_member, pg.min_sub_group, pg.sub_groups) == (f"pg-{PYFLOW_UID}-training", 2, None, [])
+    assert (pg.name, pg.min_member, pg.min_sub_group, pg.sub_groups) == (
+        f"pg-{PYFLOW_UID}-training",
+        2,
+        None,
+        [],
+    )
 
 
 def test_PodGroupV2DoesNotRequireSpecDefinition() -> None:
     pg, _ = group(
-        {"podGroup": {"name": "training", "subGroups": [{"componentName": "master"}, {"componentName": "worker"}]}},
+        {
+            "podGroup": {
+                "name": "training",
+                "subGroups": [{"componentName": "master"}, {"componentName": "worker"}],
+            }
+        },
         with_spec=False,
     )
     assert pg is not None
@@ -82,7 +111,16 @@ def test_PodGroupV2TakesPrecedenceOverAlphaPodGroups() -> None:
 
 def test_AlphaPodGroups() -> None:
     pg, _ = group(
-        {"podGroups": [{"name": "job", "members": [{"componentName": "pyflow", "groupByKeyPaths": ['.metadata.labels["job-name"]']}]}]}
+        {
+            "podGroups": [
+                {
+                    "name": "job",
+                    "members": [
+                        {"componentName": "pyflow", "groupByKeyPaths": ['.metadata.labels["job-name"]']}
+                    ],
+                }
+            ]
+        }
     )
     assert pg is not None
     assert (pg.min_member, pg.min_sub_group, pg.sub_groups) == (3, None, [])
@@ -93,7 +131,16 @@ def test_AlphaPodGroups() -> None:
 def test_AlphaPodGroupsFailsWhenGroupingKeysProduceInvalidName() -> None:
     with pytest.raises(KartaEvalError) as e:
         group(
-            {"podGroups": [{"name": "job", "members": [{"componentName": "pyflow", "groupByKeyPaths": ['.metadata.labels["job-name"]']}]}]},
+            {
+                "podGroups": [
+                    {
+                        "name": "job",
+                        "members": [
+                            {"componentName": "pyflow", "groupByKeyPaths": ['.metadata.labels["job-name"]']}
+                        ],
+                    }
+                ]
+            },
             job_name="Invalid_Name",
         )
     assert "Karta grouping keys [Invalid_Name] produce invalid Kubernetes PodGroup name" in str(e.value)
@@ -103,7 +150,18 @@ def test_AlphaPodGroupsFailsWhenGroupingKeysProduceInvalidName() -> None:
 
 def test_AlphaPodGroupsFailsWhenPodDoesNotMatchAnyMember() -> None:
     with pytest.raises(KartaEvalError, match="does not match any Karta pod group member definition"):
-        group({"podGroups": [{"name": "job", "members": [{"componentName": "pyflow", "filters": ['.metadata.labels.role == "master"']}]}]})
+        group(
+            {
+                "podGroups": [
+                    {
+                        "name": "job",
+                        "members": [
+                            {"componentName": "pyflow", "filters": ['.metadata.labels.role == "master"']}
+                        ],
+                    }
+                ]
+            }
+        )
 
 
 def test_WithoutGangSchedulingFallsBackToDefaultGrouper() -> None:

@@ -47,14 +47,21 @@ def test_crd_defaults_applied_for_conditions() -> None:
     }
     cd = from_object(obj, "x").root.status.conditions  # type: ignore[union-attr]
     assert cd is not None
-    assert (cd.type_field, cd.status_field, cd.message_field, cd.reason_field) == ("type", "status", "message", "reason")
+    assert (cd.type_field, cd.status_field, cd.message_field, cd.reason_field) == (
+        "type",
+        "status",
+        "message",
+        "reason",
+    )
 
 
 def test_legacy_resource_interface_accepted() -> None:
     obj = pyflow_karta()
     obj["apiVersion"] = "optimization.nvidia.com/v1alpha1"
     obj["kind"] = "ResourceInterface"
-    obj["spec"]["optimizationInstructions"] = {"gangScheduling": {"podGroups": [{"name": "g", "members": [{"componentName": "worker"}]}]}}
+    obj["spec"]["optimizationInstructions"] = {
+        "gangScheduling": {"podGroups": [{"name": "g", "members": [{"componentName": "worker"}]}]}
+    }
     d = from_object(obj, "x")
     assert d.api_version == "optimization.nvidia.com/v1alpha1"
     assert d.gang is not None and d.gang.pod_groups[0].members[0].component_name == "worker"
@@ -73,14 +80,19 @@ def test_gang_without_instructions_is_none() -> None:
         (lambda o: o.pop("spec"), "spec"),
         (lambda o: o["spec"].pop("structureDefinition"), "spec.structureDefinition"),
         (
-            lambda o: o["spec"]["structureDefinition"]["childComponents"][1]["scaleDefinition"].update(replicasPath=2),
+            lambda o: o["spec"]["structureDefinition"]["childComponents"][1]["scaleDefinition"].update(
+                replicasPath=2
+            ),
             "spec.structureDefinition.childComponents[1].scaleDefinition.replicasPath",
         ),
-        (lambda o: o["spec"]["structureDefinition"].update(childComponents={}), "spec.structureDefinition.childComponents"),
         (
-            lambda o: o["spec"]["structureDefinition"]["childComponents"][0]["podSelector"]["componentTypeSelector"].update(
-                matchLabels={"a": 1}
-            ),
+            lambda o: o["spec"]["structureDefinition"].update(childComponents={}),
+            "spec.structureDefinition.childComponents",
+        ),
+        (
+            lambda o: o["spec"]["structureDefinition"]["childComponents"][0]["podSelector"][
+                "componentTypeSelector"
+            ].update(matchLabels={"a": 1}),
             "spec.structureDefinition.childComponents[0].podSelector.componentTypeSelector.matchLabels.a",
         ),
     ],
@@ -117,7 +129,11 @@ def test_load_file_error_names_file_document_and_field(tmp_path: Path) -> None:
     p = write(tmp_path, "bad.yaml", [pyflow_karta(), bad])
     with pytest.raises(KartaLoadError) as e:
         load_file(p)
-    assert (e.value.file, e.value.index, e.value.field) == (str(p), 1, "spec.structureDefinition.rootComponent.name")
+    assert (e.value.file, e.value.index, e.value.field) == (
+        str(p),
+        1,
+        "spec.structureDefinition.rootComponent.name",
+    )
     assert str(e.value).startswith(f"{p}: document 1: field spec.structureDefinition.rootComponent.name: ")
 
 

@@ -35,7 +35,9 @@ def errors_of(mutate: Callable[[Obj], Any], gang: Obj | None = None) -> list[tup
 
 
 def test_valid_definition_has_no_issues() -> None:
-    report = validate(defn(pyflow_karta({"podGroup": {"name": "t", "subGroups": [{"componentName": "worker"}]}})))
+    report = validate(
+        defn(pyflow_karta({"podGroup": {"name": "t", "subGroups": [{"componentName": "worker"}]}}))
+    )
     assert report.ok and report.errors == [] and report.warnings == []
 
 
@@ -53,8 +55,12 @@ def test_duplicate_component_name_stops_validation() -> None:
 
 @pytest.mark.parametrize(
     "kind",
-    [None, {"group": "x", "version": "", "kind": "K"}, {"group": "x", "version": "v1", "kind": ""},
-     {"group": "", "version": "v1", "kind": "ReplicationController"}],
+    [
+        None,
+        {"group": "x", "version": "", "kind": "K"},
+        {"group": "x", "version": "v1", "kind": ""},
+        {"group": "", "version": "v1", "kind": "ReplicationController"},
+    ],
 )
 def test_root_needs_full_kind(kind: Obj | None) -> None:
     def mutate(o: Obj) -> None:
@@ -87,7 +93,10 @@ def test_child_owner_refs() -> None:
 
     errs = errors_of(mutate)
     assert (f"{CHILD0}.ownerRef", "child component 'master' has no owner ref") in errs
-    assert (f"{CHILD1}.ownerRef", "child component 'worker' has owner ref to non-existing component 'ghost'") in errs
+    assert (
+        f"{CHILD1}.ownerRef",
+        "child component 'worker' has owner ref to non-existing component 'ghost'",
+    ) in errs
 
 
 def test_empty_component_name() -> None:
@@ -102,13 +111,18 @@ def test_multiple_pod_spec_definitions() -> None:
 def test_metadata_path_without_pod_spec_path() -> None:
     errs = errors_of(lambda o: child(o, 0)["specDefinition"].update(metadataPath=".spec.m"))
     assert any(f == f"{CHILD0}.specDefinition.metadataPath" and "without podSpecPath" in m for f, m in errs)
-    ok = errors_of(lambda o: child(o, 0).update(specDefinition={"podSpecPath": ".spec.x", "metadataPath": ".spec.x"}))
+    ok = errors_of(
+        lambda o: child(o, 0).update(specDefinition={"podSpecPath": ".spec.x", "metadataPath": ".spec.x"})
+    )
     assert ok == []
 
 
 def test_instance_id_path_and_instance_selector_go_together() -> None:
     errs = errors_of(lambda o: child(o, 0).update(instanceIdPath=".spec.x[].name"))
-    assert (f"{CHILD0}.instanceIdPath", "component 'master' has instance id path but no pod component instance selector") in errs
+    assert (
+        f"{CHILD0}.instanceIdPath",
+        "component 'master' has instance id path but no pod component instance selector",
+    ) in errs
     errs = errors_of(lambda o: child(o, 0)["podSelector"].update(componentInstanceSelector={"idPath": ".a"}))
     assert (
         f"{CHILD0}.podSelector.componentInstanceSelector",
@@ -148,27 +162,45 @@ def test_alpha_member_unknown_component() -> None:
 
 
 def test_alpha_duplicates() -> None:
-    gang = {"podGroups": [{"name": "g", "members": [{"componentName": "worker"}, {"componentName": "worker"}]},
-                          {"name": "g", "members": [{"componentName": "master"}]}]}
+    gang = {
+        "podGroups": [
+            {"name": "g", "members": [{"componentName": "worker"}, {"componentName": "worker"}]},
+            {"name": "g", "members": [{"componentName": "master"}]},
+        ]
+    }
     msgs = [m for _, m in errors_of(lambda o: None, gang)]
     assert "pod-group member component 'worker' is listed twice" in msgs
     assert "pod-group name g is not unique" in msgs
 
 
 def test_v2_subgroup_components_checked() -> None:
-    gang = {"podGroup": {"name": "t", "subGroups": [{"componentName": ""}, {"componentName": "ghost"},
-                                                    {"componentName": "worker"}, {"componentName": "worker"}]}}
+    gang = {
+        "podGroup": {
+            "name": "t",
+            "subGroups": [
+                {"componentName": ""},
+                {"componentName": "ghost"},
+                {"componentName": "worker"},
+                {"componentName": "worker"},
+            ],
+        }
+    }
     errs = errors_of(lambda o: None, gang)
     assert (f"{GANG}.podGroup.subGroups[0].componentName", "subgroup component name cannot be empty") in errs
     assert (
         f"{GANG}.podGroup.subGroups[1].componentName",
         "sub-group component 'ghost' is not defined (should be a root or child component)",
     ) in errs
-    assert (f"{GANG}.podGroup.subGroups[3].componentName", "sub-group component 'worker' is listed twice") in errs
+    assert (
+        f"{GANG}.podGroup.subGroups[3].componentName",
+        "sub-group component 'worker' is listed twice",
+    ) in errs
 
 
 def test_v2_name_required() -> None:
-    assert (f"{GANG}.podGroup.name", "podGroup name is empty") in errors_of(lambda o: None, {"podGroup": {"name": ""}})
+    assert (f"{GANG}.podGroup.name", "podGroup name is empty") in errors_of(
+        lambda o: None, {"podGroup": {"name": ""}}
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,16 +212,30 @@ def test_v2_name_required() -> None:
     ],
 )
 def test_incomplete_topology(topology: Obj, expected: list[str]) -> None:
-    gang = {"podGroup": {"name": "t", "topology": topology, "subGroups": [{"componentName": "worker", "topology": topology}]}}
+    gang = {
+        "podGroup": {
+            "name": "t",
+            "topology": topology,
+            "subGroups": [{"componentName": "worker", "topology": topology}],
+        }
+    }
     msgs = [m for _, m in errors_of(lambda o: None, gang)]
     assert msgs == expected * 2
 
 
 def test_type_selector_cel_rules() -> None:
     errs = errors_of(lambda o: child(o, 0)["podSelector"].update(componentTypeSelector={"value": "x"}))
-    assert (f"{CHILD0}.podSelector.componentTypeSelector", "at least one of keyPath or matchLabels must be set") in errs
+    assert (
+        f"{CHILD0}.podSelector.componentTypeSelector",
+        "at least one of keyPath or matchLabels must be set",
+    ) in errs
     assert (f"{CHILD0}.podSelector.componentTypeSelector.value", "value requires keyPath") in errs
-    assert errors_of(lambda o: child(o, 0)["podSelector"].update(componentTypeSelector={"matchLabels": {"a": "b"}})) == []
+    assert (
+        errors_of(
+            lambda o: child(o, 0)["podSelector"].update(componentTypeSelector={"matchLabels": {"a": "b"}})
+        )
+        == []
+    )
 
 
 def test_required_selector_paths_and_conditions_path() -> None:
@@ -204,14 +250,18 @@ def test_required_selector_paths_and_conditions_path() -> None:
 
 def test_suspend_definition_rules() -> None:
     errs = errors_of(
-        lambda o: root(o).update(suspendDefinition={"suspendActions": [{"path": ".spec.suspend", "value": "yes"}]})
+        lambda o: root(o).update(
+            suspendDefinition={"suspendActions": [{"path": ".spec.suspend", "value": "yes"}]}
+        )
     )
     assert (f"{ROOT}.suspendDefinition.resumeActions", "must have at least 1 item") in errs
     assert any(f == f"{ROOT}.suspendDefinition.suspendActions[0].value" for f, _ in errs)
 
 
 def test_warnings_sibling_selectors_and_shadowed_alpha() -> None:
-    o = pyflow_karta({"podGroup": {"name": "t"}, "podGroups": [{"name": "g", "members": [{"componentName": "worker"}]}]})
+    o = pyflow_karta(
+        {"podGroup": {"name": "t"}, "podGroups": [{"name": "g", "members": [{"componentName": "worker"}]}]}
+    )
     child(o, 1)["podSelector"]["componentTypeSelector"]["value"] = "master"
     child(o, 1)["statusDefinition"] = {"statusMappings": {}}
     report = validate(defn(o))
@@ -232,20 +282,44 @@ def test_jq_parse_failure_reported_with_field_and_expression() -> None:
     assert issue.field == f"{CHILD0}.scaleDefinition.replicasPath"
     assert issue.expression == ".spec.master.replicas |"
     assert issue.message.startswith("failed to parse JQ expression: syntax error")
-    assert str(issue).startswith(f"Karta pyflow: {CHILD0}.scaleDefinition.replicasPath: failed to parse JQ expression")
+    assert str(issue).startswith(
+        f"Karta pyflow: {CHILD0}.scaleDefinition.replicasPath: failed to parse JQ expression"
+    )
     assert str(issue).endswith("(expression '.spec.master.replicas |')")
 
 
 @pytest.mark.parametrize(
     ("where", "set_expr"),
     [
-        ("instanceIdPath", lambda o, e: (child(o, 0).update(instanceIdPath=e), child(o, 0)["podSelector"].update(componentInstanceSelector={"idPath": ".a"}))),
-        ("specDefinition.podTemplateSpecPath", lambda o, e: child(o, 0)["specDefinition"].update(podTemplateSpecPath=e)),
-        ("specDefinition.fragmentedPodSpecDefinition.labelsPath",
-         lambda o, e: child(o, 0).update(specDefinition={"fragmentedPodSpecDefinition": {"labelsPath": e}})),
-        ("scaleDefinition.minReplicasPath", lambda o, e: child(o, 0)["scaleDefinition"].update(minReplicasPath=e)),
-        ("podSelector.componentTypeSelector.keyPath", lambda o, e: child(o, 0)["podSelector"]["componentTypeSelector"].update(keyPath=e)),
-        ("podSelector.replicaSelector.keyPath", lambda o, e: child(o, 0)["podSelector"].update(replicaSelector={"keyPath": e})),
+        (
+            "instanceIdPath",
+            lambda o, e: (
+                child(o, 0).update(instanceIdPath=e),
+                child(o, 0)["podSelector"].update(componentInstanceSelector={"idPath": ".a"}),
+            ),
+        ),
+        (
+            "specDefinition.podTemplateSpecPath",
+            lambda o, e: child(o, 0)["specDefinition"].update(podTemplateSpecPath=e),
+        ),
+        (
+            "specDefinition.fragmentedPodSpecDefinition.labelsPath",
+            lambda o, e: child(o, 0).update(
+                specDefinition={"fragmentedPodSpecDefinition": {"labelsPath": e}}
+            ),
+        ),
+        (
+            "scaleDefinition.minReplicasPath",
+            lambda o, e: child(o, 0)["scaleDefinition"].update(minReplicasPath=e),
+        ),
+        (
+            "podSelector.componentTypeSelector.keyPath",
+            lambda o, e: child(o, 0)["podSelector"]["componentTypeSelector"].update(keyPath=e),
+        ),
+        (
+            "podSelector.replicaSelector.keyPath",
+            lambda o, e: child(o, 0)["podSelector"].update(replicaSelector={"keyPath": e}),
+        ),
     ],
 )
 def test_every_child_jq_field_is_checked(where: str, set_expr: Callable[[Obj, str], Any]) -> None:
@@ -256,15 +330,31 @@ def test_every_child_jq_field_is_checked(where: str, set_expr: Callable[[Obj, st
 
 
 def test_root_status_and_gang_jq_fields_are_checked() -> None:
-    o = pyflow_karta({"podGroups": [{"name": "g", "members": [{"componentName": "worker", "groupByKeyPaths": ["env.X"], "filters": ["$ENV"]}]}]})
+    o = pyflow_karta(
+        {
+            "podGroups": [
+                {
+                    "name": "g",
+                    "members": [
+                        {"componentName": "worker", "groupByKeyPaths": ["env.X"], "filters": ["$ENV"]}
+                    ],
+                }
+            ]
+        }
+    )
     root(o)["statusDefinition"] = {
         "phaseDefinition": {"path": ".."},
         "conditionsDefinition": {"path": "[paths]"},
         "statusMappings": {"running": [{"byExpression": {"expression": ".a = 1", "expectedResult": "true"}}]},
     }
-    root(o)["suspendDefinition"] = {"suspendActions": [{"path": "input", "value": "true"}], "resumeActions": [{"path": ".s", "value": "false"}]}
+    root(o)["suspendDefinition"] = {
+        "suspendActions": [{"path": "input", "value": "true"}],
+        "resumeActions": [{"path": ".s", "value": "false"}],
+    }
     errs = {i.field: i.message for i in validate(defn(o)).errors}
-    assert errs[f"{ROOT}.statusDefinition.phaseDefinition.path"].endswith("recursive descent operator '..' is not allowed")
+    assert errs[f"{ROOT}.statusDefinition.phaseDefinition.path"].endswith(
+        "recursive descent operator '..' is not allowed"
+    )
     assert errs[f"{ROOT}.statusDefinition.conditionsDefinition.path"].endswith(
         "function 'paths' may produce excessive output and is not allowed"
     )
@@ -278,6 +368,7 @@ def test_root_status_and_gang_jq_fields_are_checked() -> None:
 
 def test_untagged_fields_are_not_parsed() -> None:
     """value, matchLabels, expectedResult, suspend values and topology strings are not jq."""
+
     def mutate(o: Obj) -> None:
         child(o, 0)["podSelector"]["componentTypeSelector"]["value"] = "del(.a) | ..("
         root(o)["statusDefinition"]["statusMappings"] = {
@@ -288,6 +379,15 @@ def test_untagged_fields_are_not_parsed() -> None:
 
 
 def test_check_expression_allows_the_catalog_idioms() -> None:
-    for e in ['"1"', ".spec.replicas // 1", '.spec.x | tonumber?', 'limit(2; .[])', 'getpath(["a"])', '[splits(",")]',
-              'test("a.*")', '.a == "b = c"', ".a <= 1 and .b >= 2 and .c != 3"]:
+    for e in [
+        '"1"',
+        ".spec.replicas // 1",
+        ".spec.x | tonumber?",
+        "limit(2; .[])",
+        'getpath(["a"])',
+        '[splits(",")]',
+        'test("a.*")',
+        '.a == "b = c"',
+        ".a <= 1 and .b >= 2 and .c != 3",
+    ]:
         assert check_expression(e) == [], e

@@ -1,0 +1,266 @@
+"""``grouper definitions validate|list``: check Karta definitions and show which ones are in effect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grouper.cli.common import default_definitions_dir
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "definitions",
+        help="validate and list Karta definitions (built-in catalog, files, cluster)",
+        description="Validate Karta definitions or list the ones the grouper would use.",
+    )
+    sub = p.add_subparsers(dest="definitions_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), EXIT_USAGE)[1])
+
+    v = sub.add_parser(
+        "validate",
+        help="validate Karta definition files or directories (default: the built-in catalog)",
+        description=(
+            "Load every Karta in the given files and directories (a directory means its *.yaml, *.yml "
+            "and *.json files) and run the validator on it: structure, references and jq expressions. "
+            "Exit 0 only when every definition is valid (warnings allowed), 1 otherwise, 2 when the "
+            "cluster cannot be read."
+        ),
+    )
+    v.add_argument("paths", nargs="*", metavar="PATH", help="Karta file or directory (repeatable)")
+    v.add_argument("--cluster", action="store_true", help="also validate the cluster's Karta objects")
+    _cluster_flags(v)
+    v.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    v.set_defaults(func=run_validate)
+
+    ls = sub.add_parser(
+        "list",
+        help="list built-in (and cluster) definitions with kind, origin and validity",
+        description="List the Karta definitions in effect: the built-in catalog and, with --cluster, the cluster's.",
+    )
+    ls.add_argument("--definitions", type=Path, default=None, metavar="DIR",
+                    help="built-in Karta catalog directory (default: the shipped definitions/)")
+    ls.add_argument("--cluster", action="store_true", help="include the cluster's Karta objects")
+    _cluster_flags(ls)
+    ls.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    ls.set_defaults(func=run_list)
+
+
+def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default=None, metavar="PATH", help="kubeconfig file (with --cluster)")
+    p.add_argument("--context", default=None, help="kubeconfig context (with --cluster)")
+
+
+# ------------------------------------------------------------------------------------ validate
+
+
+@dataclass
+class _Checked:
+    source: str
+    name: str
+    gvk: dict[str, str]
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "name": self.name,
+            "gvk": self.gvk,
+            "valid": self.valid,
+            "errors": self.errors,
+            "warnings": self.warnings,
+        }
+
+
+def _issue(i: Any) -> dict[str, Any]:
+    return {"field": i.field, "message": i.message, "expression": i.expression}
+
+
+def _check(defn: Any, source: str) -> _Checked:
+    from grouper.karta import validate
+
+    report = validate(defn)
+    return _Checked(
+        source=source,
+        name=defn.name,
+        gvk={"group": defn.gvk.group, "version": defn.gvk.version, "kind": defn.gvk.kind},
+        errors=[_issue(i) for i in report.errors],
+        warnings=[_issue(i) for i in report.warnings],
+    )
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(f for f in path.iterdir() if f.is_file() and f.suffix in _SUFFIXES)
+    return [path]
+
+
+def _load_error(source: str, exc: Any) -> dict[str, Any]:
+    return {"source": source, "field": getattr(exc, "field", None), "message": getattr(exc, "message", str(exc))}
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from grouper.karta import KartaLoadError, from_object, load_file
+
+    checked: list[_Checked] = []
+    load_errors: list[dict[str, Any]] = []
+    paths = [Path(p) for p in args.paths]
+    if not paths and not args.cluster:
+        builtin = default_definitions_dir()
+        if builtin is None:
+            print("error: no PATH given and the built-in catalog was not found", file=sys.stderr)
+            return EXIT_USAGE
+        paths = [builtin]
+    for path in paths:
+        if not path.exists():
+            load_errors.append({"source": str(path), "field": None, "message": "no such file or directory"})
+            continue
+        for f in _files(path):
+            try:
+                defs = load_file(f)
+            except KartaLoadError as e:
+                load_errors.append(_load_error(str(f), e))
+                continue
+            except (OSError, UnicodeDecodeError) as e:
+                load_errors.append({"source": str(f), "field": None, "message": f"cannot read: {e}"})
+                continue
+            if not defs:
+                load_errors.append({"source": str(f), "field": None, "message": "no Karta definition in file"})
+            checked.extend(_check(d, str(f)) for d in defs)
+    if args.cluster:
+        from grouper.describe.live import ClusterError, LiveCluster
+
+        try:
+            cluster = LiveCluster.connect(args.kubeconfig, args.context)
+            try:
+                objs = cluster.list_kartas()
+            finally:
+                cluster.close()
+        except ClusterError as e:
+            print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        for obj in objs:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            source = f"cluster:Karta/{name}"
+            try:
+                checked.append(_check(from_object(obj, source), source))
+            except KartaLoadError as e:
+                load_errors.append(_load_error(source, e))
+    ok = not load_errors and all(c.valid for c in checked)
+    if args.output == "json":
+        print(json.dumps({"valid": ok, "definitions": [c.to_dict() for c in checked], "loadErrors": load_errors}, indent=2))
+    else:
+        print(_validate_text(checked, load_errors, ok), end="")
+    return EXIT_OK if ok else EXIT_INVALID
+
+
+def _issue_text(kind: str, i: dict[str, Any]) -> str:
+    text = f"    {kind}: {i['field']}: {i['message']}"
+    if i.get("expression") is not None:
+        text += f" (expression '{i['expression']}')"
+    return text
+
+
+def _validate_text(checked: list[_Checked], load_errors: list[dict[str, Any]], ok: bool) -> str:
+    lines: list[str] = []
+    for e in load_errors:
+        where = f"{e['source']}: field {e['field']}" if e.get("field") else e["source"]
+        lines.append(f"{where}: cannot load: {e['message']}")
+    for c in checked:
+        state = "valid" if c.valid else "INVALID"
+        extra = f" ({len(c.warnings)} warning{'s' if len(c.warnings) != 1 else ''})" if c.warnings else ""
+        lines.append(f"{c.source}: {c.name}: {state}{extra}")
+        lines.extend(_issue_text("error", i) for i in c.errors)
+        lines.extend(_issue_text("warning", i) for i in c.warnings)
+    bad = sum(1 for c in checked if not c.valid)
+    summary = f"{len(checked)} definition{'s' if len(checked) != 1 else ''} checked, {bad} invalid"
+    if load_errors:
+        summary += f", {len(load_errors)} could not be loaded"
+    lines.append(summary if not ok else summary + ": all valid")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------ list
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from grouper.karta import DefinitionRegistry
+
+    definitions_dir = args.definitions or default_definitions_dir()
+    if definitions_dir is not None and not Path(definitions_dir).is_dir():
+        print(f"error: {definitions_dir}: not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    registry = DefinitionRegistry(definitions_dir)
+    if args.cluster:
+        from grouper.describe.live import ClusterError, LiveCluster
+
+        try:
+            cluster = LiveCluster.connect(args.kubeconfig, args.context)
+            try:
+                objs = cluster.list_kartas()
+            finally:
+                cluster.close()
+        except ClusterError as e:
+            print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        for obj in objs:
+            registry.upsert_cluster_object(obj)
+    items = [_list_item(x, registry) for x in registry.all()]
+    load_errors = [_load_error(str(e.file or ""), e) for e in registry.load_errors]
+    load_errors += [_load_error(f"cluster:Karta/{n}", e) for n, e in sorted(registry.cluster_errors().items())]
+    if args.output == "json":
+        print(json.dumps({"items": items, "loadErrors": load_errors}, indent=2))
+    else:
+        print(_list_table(items, load_errors), end="")
+    return EXIT_OK
+
+
+def _list_item(x: Any, registry: Any) -> dict[str, Any]:
+    d = x.definition
+    gang = None
+    if d.gang is not None and d.gang.pod_group is not None:
+        gang = "podGroup"
+    elif d.gang is not None and d.gang.pod_groups:
+        gang = "podGroups"
+    in_effect = registry.resolve(d.gvk).definition is d
+    return {
+        "name": d.name,
+        "group": d.gvk.group,
+        "version": d.gvk.version,
+        "kind": d.gvk.kind,
+        "origin": x.origin,
+        "source": x.source,
+        "valid": x.report.ok,
+        "errors": [_issue(i) for i in x.report.errors],
+        "warnings": len(x.report.warnings),
+        "gang": gang,
+        "inEffect": in_effect,
+    }
+
+
+def _gvk_text(i: dict[str, Any]) -> str:
+    return f"{i['kind']}.{i['version']}.{i['group']}" if i["group"] else f"{i['kind']}.{i['version']}"
+
+
+def _list_table(items: list[dict[str, Any]], load_errors: list[dict[str, Any]]) -> str:
+    rows = [["NAME", "KIND", "ORIGIN", "VALID", "GANG", "IN EFFECT"]]
+    for i in items:
+        valid = "yes" if i["valid"] else f"no ({len(i['errors'])} error{'s' if len(i['errors']) != 1 else ''})"
+        rows.append([i["name"], _gvk_text(i), i["origin"], valid, i["gang"] or "-", "yes" if i["inEffect"] else "no"])
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["   ".join(cell.ljust(widths[c]) for c, cell in enumerate(r)).rstrip() for r in rows]
+    for e in load_errors:
+        lines.append(f"cannot load {e['source']}: {e['message']}")
+    return "\n".join(lines) + "\n"

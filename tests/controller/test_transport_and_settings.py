@@ -1,0 +1,188 @@
+"""Pure helpers of the transport (request labels, token bucket), the pod cache transform, and the
+``grouper run`` flags with their GROUPER_* environment variables."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from grouper.kube.informer import slim_pod, strip_managed_fields
+from grouper.kube.transport import RateLimiter, describe_request, object_path
+from grouper.runtime.settings import RunSettings, add_flags, env_name
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "expected"),
+    [
+        ("GET", "/api/v1/namespaces/ns/pods/p", None, ("get", "pods")),
+        ("GET", "/api/v1/pods", {"watch": "true"}, ("watch", "pods")),
+        ("GET", "/api/v1/pods", {"limit": 500}, ("list", "pods")),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p", None, ("patch", "pods")),
+        ("POST", "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups", None, ("create", "podgroups")),
+        ("PUT", "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg", None, ("update", "podgroups")),
+        ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kai-system/leases/l", None, ("update", "leases")),
+        ("GET", "/api/v1/namespaces/ns", None, ("get", "namespaces")),
+        ("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/x", None, ("get", "priorityclasses")),
+        ("GET", "/api/v1/namespaces/ns/pods/p/status", None, ("get", "pods/status")),
+        ("GET", "/apis/batch/v1", None, ("get", "discovery")),
+        ("GET", "/apis", None, ("get", "discovery")),
+    ],
+)
+def test_request_labels_are_bounded(
+    method: str, path: str, params: dict | None, expected: tuple[str, str]
+) -> None:
+    assert describe_request(method, path, params) == expected
+
+
+def test_object_path_quotes_names() -> None:
+    assert object_path("", "v1", "pods", "ns", "a b") == "/api/v1/namespaces/ns/pods/a%20b"
+    assert object_path("run.ai", "v1alpha1", "kartas", None, "k") == "/apis/run.ai/v1alpha1/kartas/k"
+
+
+async def test_token_bucket_allows_burst_then_qps() -> None:
+    rl = RateLimiter(qps=50, burst=5)
+    t0 = time.monotonic()
+    for _ in range(5):
+        await rl.acquire()
+    assert time.monotonic() - t0 < 0.05, "the burst is immediate"
+    t1 = time.monotonic()
+    for _ in range(10):
+        await rl.acquire()
+    elapsed = time.monotonic() - t1
+    assert 0.15 <= elapsed < 0.5, f"10 more requests at 50/s take ~0.2s, took {elapsed:.3f}s"
+
+
+async def test_token_bucket_serves_concurrent_waiters_fairly() -> None:
+    rl = RateLimiter(qps=100, burst=1)
+    order: list[int] = []
+
+    async def req(i: int) -> None:
+        await rl.acquire()
+        order.append(i)
+
+    await asyncio.gather(*(req(i) for i in range(10)))
+    assert order == list(range(10))
+
+
+def test_slim_pod_keeps_only_what_grouping_reads() -> None:
+    pod = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "annotations": {"x": "y"},
+            "ownerReferences": [{"kind": "Job"}],
+            "generateName": "p-",
+            "creationTimestamp": "t",
+            "managedFields": [{"manager": "kcm"}],
+            "finalizers": ["f"],
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "nodeName": "n1",
+            "priorityClassName": "train",
+            "containers": [{"name": "c", "image": "i", "env": [{"name": "SECRET", "value": "v"}]}],
+            "volumes": [{"name": "v"}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready"}], "podIP": "10.0.0.1"},
+    }
+    slim = slim_pod(pod)
+    assert slim == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "7",
+            "creationTimestamp": "t",
+            "labels": {"a": "b"},
+            "annotations": {"x": "y"},
+            "ownerReferences": [{"kind": "Job"}],
+            "generateName": "p-",
+        },
+        "spec": {"schedulerName": "kai-scheduler", "priorityClassName": "train", "nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }
+    assert (
+        "managedFields"
+        not in strip_managed_fields({"metadata": {"managedFields": [], "name": "x"}})["metadata"]
+    )
+
+
+def parse(argv: list[str], env: dict[str, str] | None = None) -> RunSettings:
+    p = argparse.ArgumentParser()
+    add_flags(p, env or {})
+    return RunSettings.from_args(p.parse_args(argv))
+
+
+def test_flags_have_kai_defaults() -> None:
+    s = parse([])
+    assert (s.scheduler_name, s.queue_label_key, s.nodepool_label_key) == (
+        "kai-scheduler",
+        "kai.scheduler/queue",
+        "kai.scheduler/node-pool",
+    )
+    assert (s.qps, s.burst, s.max_concurrent_reconciles) == (50.0, 300, 10)
+    assert (s.leader_elect, s.generic_karta_fallback, s.knative_gang_schedule, s.search_legacy_pg) == (
+        False,
+        True,
+        True,
+        True,
+    )
+    assert (s.leader_election_namespace, s.http_bind_address, s.log_format) == (
+        "kai-system",
+        "0.0.0.0:8080",
+        "json",
+    )
+
+
+def test_flags_and_environment() -> None:
+    env = {
+        env_name("scheduler-name"): "other",
+        env_name("leader-elect"): "true",
+        env_name("qps"): "5",
+        env_name("pod-label-selector"): "a=b, c=d",
+    }
+    s = parse([], env)
+    assert (s.scheduler_name, s.leader_elect, s.qps, s.pod_label_selector) == ("other", True, 5.0, "a=b,c=d")
+    # the command line wins over the environment; booleans take --flag, --flag=false
+    s = parse(["--scheduler-name", "cli", "--leader-elect=false", "--knative-gang-schedule=false"], env)
+    assert (s.scheduler_name, s.leader_elect, s.knative_gang_schedule) == ("cli", False, False)
+    assert parse(["--leader-elect"]).leader_elect is True
+    assert env_name("default-priorities-configmap-name") == "GROUPER_DEFAULT_PRIORITIES_CONFIGMAP_NAME"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--pod-label-selector", "a!=b"],
+        ["--burst", "0"],
+        ["--log-format", "xml"],
+        ["--http-bind-address", "nope"],
+        ["--leader-elect=maybe"],
+    ],
+)
+def test_bad_flags_are_rejected(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv)
+
+
+def test_bad_environment_value_is_rejected() -> None:
+    with pytest.raises(SystemExit):
+        parse([], {env_name("max-concurrent-reconciles"): "many"})
+
+
+def test_grouper_run_without_cluster_config_exits_2(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from grouper.cli.main import main
+
+    missing = tmp_path / "missing-kubeconfig"
+    assert main(["run", "--kubeconfig", str(missing), "--http-bind-address", "127.0.0.1:0", "--log-level",
+                 "error"]) == 2
+    assert "missing-kubeconfig" in capsys.readouterr().err

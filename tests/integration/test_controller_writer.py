@@ -1,0 +1,117 @@
+"""The writers against the real API server: optimistic-concurrency conflicts are retried from fresh state,
+fields other writers own survive our updates, and warning Events are de-duplicated and rate-limited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from kube import Kube
+
+from grouper.kube import config as kubeconfig
+from grouper.kube.transport import KubeClient
+from grouper.model.podgroup import OwnerRef, PodGroupMetadata
+from grouper.observability.metrics import Metrics
+from grouper.writer.events import EventRecorder, InvolvedObject
+from grouper.writer.podgroups import PodGroupWriter
+
+T = TypeVar("T")
+PG = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
+
+
+def run(cluster: Any, fn: Callable[[KubeClient], Awaitable[T]]) -> tuple[T, Metrics]:
+    metrics = Metrics()
+
+    async def main() -> T:
+        client = KubeClient(
+            kubeconfig.explicit(cluster.server, token=cluster.admin_token, ca_file=cluster.ca_file),
+            metrics=metrics,
+        )
+        try:
+            return await fn(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main()), metrics
+
+
+def md(ns: str, min_member: int, owner: OwnerRef) -> PodGroupMetadata:
+    return PodGroupMetadata(
+        name="pg-w",
+        namespace=ns,
+        owner=owner,
+        queue="q",
+        priority_class_name="train",
+        min_member=min_member,
+        labels={"app": "w"},
+    )
+
+
+def real_owner(kube: Kube, ns: str) -> OwnerRef:
+    """An object that exists, so the garbage collector leaves the PodGroup alone."""
+    cm = kube.create(f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "owner"}})
+    return OwnerRef("v1", "ConfigMap", "owner", cm["metadata"]["uid"])
+
+
+def test_conflicts_retry_from_fresh_state_and_foreign_fields_survive(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    ns = namespace
+    owner = real_owner(kube, ns)
+    stale: dict[str, Any] = {}
+
+    async def scenario(client: KubeClient) -> list[str]:
+        ops = []
+        # the cache has not seen the PodGroup yet, but it exists: AlreadyExists -> re-read -> no-op
+        creator = PodGroupWriter(client, existing=lambda n, name: None)
+        ops.append(await creator.apply(md(ns, 1, owner)))
+        ops.append(await PodGroupWriter(client, existing=lambda n, name: None).apply(md(ns, 1, owner)))
+        stale.update(await client.get(f"{PG.format(ns=ns)}/pg-w"))
+        # another writer changes the object after "our cache" read it
+        await asyncio.to_thread(
+            kube.patch,
+            f"{PG.format(ns=ns)}/pg-w",
+            {"metadata": {"labels": {"theirs": "1"}}, "spec": {"markUnschedulable": True}},
+        )
+        writer = PodGroupWriter(client, existing=lambda n, name: stale)
+        ops.append(await writer.apply(md(ns, 3, owner)))  # PUT with the stale resourceVersion -> 409 -> retry
+        return ops
+
+    ops, metrics = run(cluster, scenario)
+    assert ops == ["created", "unchanged", "updated"]
+    pg = kube.get(f"{PG.format(ns=ns)}/pg-w")
+    assert pg["spec"]["minMember"] == 3
+    assert pg["spec"]["markUnschedulable"] is True, "a field another writer owns survives our update"
+    assert pg["metadata"]["labels"] == {"app": "w", "theirs": "1"}
+    code = {"verb": "update", "resource": "podgroups"}
+    assert metrics.value("podgrouper_api_requests_total", {**code, "code": "409"}) == 1
+    assert metrics.value("podgrouper_api_requests_total", {**code, "code": "200"}) == 1
+    assert (
+        metrics.value(
+            "podgrouper_api_requests_total", {"verb": "create", "resource": "podgroups", "code": "409"}
+        )
+        == 1
+    )
+
+
+def test_events_are_aggregated_and_rate_limited(cluster: Any, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    pod = InvolvedObject("v1", "Pod", ns, "p-1", "uid-p-1")
+
+    async def scenario(client: KubeClient) -> EventRecorder:
+        rec = EventRecorder(client, patch_interval=0.0, burst=2, refill=3600)
+        for _ in range(5):
+            await rec.warn(pod, "Pod p-1: same problem")  # one Event, count 5
+        for i in range(4):
+            await rec.warn(pod, f"Pod p-1: new problem {i}")  # burst 2: one more new Event, rest dropped
+        return rec
+
+    rec, _ = run(cluster, scenario)
+    events = kube.list(f"/api/v1/namespaces/{ns}/events", field_selector="involvedObject.name=p-1")
+    by_msg = {e["message"]: e for e in events}
+    assert sorted(by_msg) == ["Pod p-1: new problem 0", "Pod p-1: same problem"]
+    same = by_msg["Pod p-1: same problem"]
+    assert same["count"] == 5 and same["type"] == "Warning" and same["reason"] == "PodGrouperWarning"
+    assert same["source"]["component"] == "pod-grouper" and same["involvedObject"]["uid"] == "uid-p-1"
+    assert rec.suppressed == 3
