@@ -233,7 +233,7 @@ def jobset_objects(replicas: int = 125, pods_per_job: int = 8, ns: str = "bench"
     out = [js]
     for j in range(replicas):
         job_name, job_uid = f"big-worker-{j}", str(uuid.uuid4())
-        jl = {"jobset.sigs.k8s.io/jobset-name": "big", "jobset.sigs.k8s.io/replicatedjob-name": "worker",
+        jl: dict[str, str] = {"jobset.sigs.k8s.io/jobset-name": "big", "jobset.sigs.k8s.io/replicatedjob-name": "worker",
               "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas), "jobset.sigs.k8s.io/job-index": str(j)}
         out.append({
             "apiVersion": "batch/v1", "kind": "Job",
@@ -243,12 +243,13 @@ def jobset_objects(replicas: int = 125, pods_per_job: int = 8, ns: str = "bench"
             "spec": {"parallelism": pods_per_job, "completions": pods_per_job, "template": tmpl},
         })
         for i in range(pods_per_job):
+            pod_labels = {**jl, "batch.kubernetes.io/job-completion-index": str(i), "job-name": job_name}
             out.append({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
                     "name": f"{job_name}-{i}-x{j:03d}{i}", "namespace": ns, "uid": str(uuid.uuid4()),
                     "resourceVersion": "1", "creationTimestamp": f"2026-08-10T09:{j % 60:02d}:{i:02d}Z",
-                    "labels": {**jl, "batch.kubernetes.io/job-completion-index": str(i), "job-name": job_name},
+                    "labels": pod_labels,
                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
                                          "uid": job_uid, "controller": True}],
                 },
@@ -348,7 +349,7 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),

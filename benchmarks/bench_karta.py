@@ -51,7 +51,12 @@ def container(name: str, env: int = 24, gpus: int = 8) -> Obj:
         "name": name,
         "image": "nvcr.io/nvidia/pytorch:24.05-py3",
         "command": ["torchrun"],
-        "args": ["--nnodes=$(NNODES)", "--nproc-per-node=8", "/workspace/train.py", "--config=/etc/train/config.yaml"],
+        "args": [
+            "--nnodes=$(NNODES)",
+            "--nproc-per-node=8",
+            "/workspace/train.py",
+            "--config=/etc/train/config.yaml",
+        ],
         "env": [{"name": f"TRAINING_SETTING_{i}", "value": f"value-{i}-" + "x" * 24} for i in range(env)],
         "resources": {
             "limits": {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi"},
@@ -64,7 +69,10 @@ def container(name: str, env: int = 24, gpus: int = 8) -> Obj:
 
 def template(name: str, labels: dict[str, str] | None = None, env: int = 24) -> Obj:
     return {
-        "metadata": {"labels": {"app": name, **(labels or {})}, "annotations": {"sidecar.istio.io/inject": "false"}},
+        "metadata": {
+            "labels": {"app": name, **(labels or {})},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+        },
         "spec": {
             "schedulerName": "kai-scheduler",
             "priorityClassName": "train",
@@ -81,7 +89,15 @@ def template(name: str, labels: dict[str, str] | None = None, env: int = 24) -> 
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100-SXM"]}]}
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "In",
+                                        "values": ["H100-SXM"],
+                                    }
+                                ]
+                            }
                         ]
                     }
                 }
@@ -90,7 +106,9 @@ def template(name: str, labels: dict[str, str] | None = None, env: int = 24) -> 
     }
 
 
-def workload(api_version: str, kind: str, spec: Obj, status: Obj | None = None, labels: dict[str, str] | None = None) -> Obj:
+def workload(
+    api_version: str, kind: str, spec: Obj, status: Obj | None = None, labels: dict[str, str] | None = None
+) -> Obj:
     return {
         "apiVersion": api_version,
         "kind": kind,
@@ -119,7 +137,9 @@ def pod(labels: dict[str, str], annotations: dict[str, str] | None = None) -> Ob
             "resourceVersion": "1",
             "labels": labels,
             "annotations": annotations or {},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train-x", "uid": "j", "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train-x", "uid": "j", "controller": True}
+            ],
         },
         "spec": {**t["spec"], "nodeName": "node-1"},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
@@ -131,93 +151,279 @@ COND_RUNNING = {"conditions": [{"type": "Created", "status": "True"}, {"type": "
 
 def sample_jobset() -> tuple[Obj, list[Obj]]:
     def rj(name: str, replicas: int, par: int) -> Obj:
-        return {"name": name, "replicas": replicas, "template": {"spec": {"parallelism": par, "completions": par, "template": template(name)}}}
+        return {
+            "name": name,
+            "replicas": replicas,
+            "template": {"spec": {"parallelism": par, "completions": par, "template": template(name)}},
+        }
 
     obj = workload(
         "jobset.x-k8s.io/v1alpha2",
         "JobSet",
         {"replicatedJobs": [rj("leader", 1, 1), rj("worker", 4, 2)]},
-        {"replicatedJobsStatus": [{"name": "leader", "active": 1, "ready": 1, "failed": 0},
-                                  {"name": "worker", "active": 4, "ready": 4, "failed": 0}]},
+        {
+            "replicatedJobsStatus": [
+                {"name": "leader", "active": 1, "ready": 1, "failed": 0},
+                {"name": "worker", "active": 4, "ready": 4, "failed": 0},
+            ]
+        },
     )
-    pods = [pod({"jobset.sigs.k8s.io/replicatedjob-name": n, "jobset.sigs.k8s.io/jobset-name": "train"}) for n in ("leader", "worker")]
+    pods = [
+        pod({"jobset.sigs.k8s.io/replicatedjob-name": n, "jobset.sigs.k8s.io/jobset-name": "train"})
+        for n in ("leader", "worker")
+    ]
     return obj, pods
 
 
-def sample_kubeflow(kind: str, api_version: str, specs_key: str, roles: tuple[str, str], role_label: str) -> Callable[[], tuple[Obj, list[Obj]]]:
+def sample_kubeflow(
+    kind: str, api_version: str, specs_key: str, roles: tuple[str, str], role_label: str
+) -> Callable[[], tuple[Obj, list[Obj]]]:
     def make() -> tuple[Obj, list[Obj]]:
         a, b = roles
-        obj = workload(api_version, kind, {specs_key: {a: {"replicas": 1, "template": template(a.lower())},
-                                                       b: {"replicas": 8, "template": template(b.lower())}},
-                                           "runPolicy": {"cleanPodPolicy": "None"}}, COND_RUNNING)
-        pods = [pod({role_label: r.lower(), "training.kubeflow.org/job-name": "train",
-                     "training.kubeflow.org/replica-type": r.lower()}) for r in roles]
+        obj = workload(
+            api_version,
+            kind,
+            {
+                specs_key: {
+                    a: {"replicas": 1, "template": template(a.lower())},
+                    b: {"replicas": 8, "template": template(b.lower())},
+                },
+                "runPolicy": {"cleanPodPolicy": "None"},
+            },
+            COND_RUNNING,
+        )
+        pods = [
+            pod(
+                {
+                    role_label: r.lower(),
+                    "training.kubeflow.org/job-name": "train",
+                    "training.kubeflow.org/replica-type": r.lower(),
+                }
+            )
+            for r in roles
+        ]
         return obj, pods
 
     return make
 
 
 def sample_raycluster() -> tuple[Obj, list[Obj]]:
-    spec = {"headGroupSpec": {"template": template("head")},
-            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 4, "minReplicas": 2, "maxReplicas": 8, "template": template("gpu")},
-                                 {"groupName": "cpu", "replicas": 2, "template": template("cpu")}]}
+    spec = {
+        "headGroupSpec": {"template": template("head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "gpu",
+                "replicas": 4,
+                "minReplicas": 2,
+                "maxReplicas": 8,
+                "template": template("gpu"),
+            },
+            {"groupName": "cpu", "replicas": 2, "template": template("cpu")},
+        ],
+    }
     obj = workload("ray.io/v1", "RayCluster", spec, {"state": "ready"})
-    pods = [pod({"ray.io/node-type": "head", "ray.io/cluster": "train"}),
-            pod({"ray.io/node-type": "worker", "ray.io/group": "gpu", "ray.io/cluster": "train"})]
+    pods = [
+        pod({"ray.io/node-type": "head", "ray.io/cluster": "train"}),
+        pod({"ray.io/node-type": "worker", "ray.io/group": "gpu", "ray.io/cluster": "train"}),
+    ]
     return obj, pods
 
 
 def sample_rayjob() -> tuple[Obj, list[Obj]]:
     cluster, pods = sample_raycluster()
-    obj = workload("ray.io/v1", "RayJob", {"entrypoint": "python main.py", "rayClusterSpec": cluster["spec"]},
-                   {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"})
+    obj = workload(
+        "ray.io/v1",
+        "RayJob",
+        {"entrypoint": "python main.py", "rayClusterSpec": cluster["spec"]},
+        {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"},
+    )
     return obj, pods
 
 
 def sample_lws() -> tuple[Obj, list[Obj]]:
-    obj = workload("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
-                   {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "leaderTemplate": template("leader"), "workerTemplate": template("worker")}},
-                   {"conditions": [{"type": "Available", "status": "True"}], "replicas": 2, "readyReplicas": 2})
+    obj = workload(
+        "leaderworkerset.x-k8s.io/v1",
+        "LeaderWorkerSet",
+        {
+            "replicas": 2,
+            "leaderWorkerTemplate": {
+                "size": 4,
+                "leaderTemplate": template("leader"),
+                "workerTemplate": template("worker"),
+            },
+        },
+        {"conditions": [{"type": "Available", "status": "True"}], "replicas": 2, "readyReplicas": 2},
+    )
     base = {"leaderworkerset.sigs.k8s.io/name": "train", "leaderworkerset.sigs.k8s.io/group-index": "1"}
-    pods = [pod({**base, "leaderworkerset.sigs.k8s.io/worker-index": "0"}),
-            pod({**base, "leaderworkerset.sigs.k8s.io/worker-index": "2"}, {"leaderworkerset.sigs.k8s.io/leader-name": "train-1"})]
+    pods = [
+        pod({**base, "leaderworkerset.sigs.k8s.io/worker-index": "0"}),
+        pod(
+            {**base, "leaderworkerset.sigs.k8s.io/worker-index": "2"},
+            {"leaderworkerset.sigs.k8s.io/leader-name": "train-1"},
+        ),
+    ]
     return obj, pods
 
 
 def sample_knative() -> tuple[Obj, list[Obj]]:
     t = template("server")
     t["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] = "2"
-    obj = workload("serving.knative.dev/v1", "Service", {"template": t}, {"conditions": [{"type": "Ready", "status": "True"}]})
+    obj = workload(
+        "serving.knative.dev/v1",
+        "Service",
+        {"template": t},
+        {"conditions": [{"type": "Ready", "status": "True"}]},
+    )
     return obj, [pod({"serving.knative.dev/revision": "train-00001", "serving.knative.dev/service": "train"})]
 
 
 def sample_dynamo() -> tuple[Obj, list[Obj]]:
     def svc(replicas: int, nodes: int = 1) -> Obj:
-        return {"replicas": replicas, "multinode": {"nodeCount": nodes}, "labels": {"tier": "llm"},
-                "resources": {"limits": {"gpu": "8"}}, "extraPodSpec": {"mainContainer": container("main")}}
+        return {
+            "replicas": replicas,
+            "multinode": {"nodeCount": nodes},
+            "labels": {"tier": "llm"},
+            "resources": {"limits": {"gpu": "8"}},
+            "extraPodSpec": {"mainContainer": container("main")},
+        }
 
-    obj = workload("nvidia.com/v1alpha1", "DynamoGraphDeployment",
-                   {"services": {"frontend": svc(1), "prefill": svc(2, 2), "decode": svc(4)}}, {"state": "successful"})
+    obj = workload(
+        "nvidia.com/v1alpha1",
+        "DynamoGraphDeployment",
+        {"services": {"frontend": svc(1), "prefill": svc(2, 2), "decode": svc(4)}},
+        {"state": "successful"},
+    )
     return obj, [pod({"nvidia.com/dynamo-component": n}) for n in ("prefill", "decode")]
 
 
 def sample_job() -> tuple[Obj, list[Obj]]:
-    obj = workload("batch/v1", "Job", {"parallelism": 4, "completions": 4, "template": template("job")}, {"ready": 4, "active": 4})
+    obj = workload(
+        "batch/v1",
+        "Job",
+        {"parallelism": 4, "completions": 4, "template": template("job")},
+        {"ready": 4, "active": 4},
+    )
     return obj, [pod({"batch.kubernetes.io/job-name": "train", "job-name": "train"})]
 
 
 def sample_deployment() -> tuple[Obj, list[Obj]]:
-    obj = workload("apps/v1", "Deployment", {"replicas": 3, "template": template("web")},
-                   {"availableReplicas": 3, "conditions": [{"type": "Available", "status": "True"}]})
+    obj = workload(
+        "apps/v1",
+        "Deployment",
+        {"replicas": 3, "template": template("web")},
+        {"availableReplicas": 3, "conditions": [{"type": "Available", "status": "True"}]},
+    )
     return obj, [pod({"app": "web", "pod-template-hash": "abc"})]
 
 
+def sample_rayservice() -> tuple[Obj, list[Obj]]:
+    cluster, pods = sample_raycluster()
+    obj = workload(
+        "ray.io/v1",
+        "RayService",
+        {"rayClusterConfig": cluster["spec"], "serveConfigV2": "applications: []"},
+        {"conditions": [{"type": "Ready", "status": "True"}]},
+    )
+    return obj, pods
+
+
+def sample_statefulset() -> tuple[Obj, list[Obj]]:
+    obj = workload(
+        "apps/v1",
+        "StatefulSet",
+        {"replicas": 3, "serviceName": "db", "template": template("db")},
+        {"readyReplicas": 3, "replicas": 3, "availableReplicas": 3},
+    )
+    return obj, [
+        pod({"app": "db", "apps.kubernetes.io/pod-index": "1", "statefulset.kubernetes.io/pod-name": "db-1"})
+    ]
+
+
+def sample_nimservice() -> tuple[Obj, list[Obj]]:
+    t = template("nim")
+    obj = workload(
+        "apps.nvidia.com/v1alpha1",
+        "NIMService",
+        {
+            "replicas": 2,
+            "labels": t["metadata"]["labels"],
+            "annotations": t["metadata"]["annotations"],
+            "resources": t["spec"]["containers"][0]["resources"],
+            "affinity": t["spec"]["affinity"],
+            "schedulerName": "kai-scheduler",
+            "image": {"repository": "nvcr.io/nim/llama", "tag": "1.0.0"},
+        },
+        {"state": "Ready"},
+    )
+    return obj, [pod({"app.kubernetes.io/name": "train", "app": "nim"})]
+
+
+def sample_dynamo_v1beta1() -> tuple[Obj, list[Obj]]:
+    comps = [
+        {"name": n, "replicas": r, "multinode": {"nodeCount": m}, "podTemplate": template(n)}
+        for n, r, m in (("frontend", 1, 1), ("prefill", 2, 2), ("decode", 4, 1))
+    ]
+    obj = workload(
+        "nvidia.com/v1beta1", "DynamoGraphDeployment", {"components": comps}, {"state": "successful"}
+    )
+    return obj, [pod({"nvidia.com/dynamo-component": n}) for n in ("prefill", "decode")]
+
+
+def sample_inferenceservice() -> tuple[Obj, list[Obj]]:
+    t = template("kserve-container")
+    predictor = {
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "labels": {"team": "a"},
+        "schedulerName": "kai-scheduler",
+        "model": {
+            "modelFormat": {"name": "pytorch"},
+            "storageUri": "s3://models/llm",
+            "resources": t["spec"]["containers"][0]["resources"],
+        },
+    }
+    obj = workload(
+        "serving.kserve.io/v1beta1",
+        "InferenceService",
+        {"predictor": predictor},
+        {
+            "conditions": [
+                {"type": t, "status": "True"}
+                for t in ("PredictorReady", "RoutesReady", "LatestDeploymentReady")
+            ]
+        },
+    )
+    return obj, [pod({"component": "predictor", "serving.kserve.io/inferenceservice": "train"})]
+
+
 SAMPLES: dict[GVK, Callable[[], tuple[Obj, list[Obj]]]] = {
+    GVK("kubeflow.org", "v1", "TFJob"): sample_kubeflow(
+        "TFJob",
+        "kubeflow.org/v1",
+        "tfReplicaSpecs",
+        ("Chief", "Worker"),
+        "training.kubeflow.org/replica-type",
+    ),
+    GVK("ray.io", "v1", "RayService"): sample_rayservice,
+    GVK("apps", "v1", "StatefulSet"): sample_statefulset,
+    GVK("apps.nvidia.com", "v1alpha1", "NIMService"): sample_nimservice,
+    GVK("nvidia.com", "v1beta1", "DynamoGraphDeployment"): sample_dynamo_v1beta1,
+    GVK("serving.kserve.io", "v1beta1", "InferenceService"): sample_inferenceservice,
     GVK("jobset.x-k8s.io", "v1alpha2", "JobSet"): sample_jobset,
     GVK("kubeflow.org", "v1", "PyTorchJob"): sample_kubeflow(
-        "PyTorchJob", "kubeflow.org/v1", "pytorchReplicaSpecs", ("Master", "Worker"), "training.kubeflow.org/replica-type"),
+        "PyTorchJob",
+        "kubeflow.org/v1",
+        "pytorchReplicaSpecs",
+        ("Master", "Worker"),
+        "training.kubeflow.org/replica-type",
+    ),
     GVK("kubeflow.org", "v2beta1", "MPIJob"): sample_kubeflow(
-        "MPIJob", "kubeflow.org/v2beta1", "mpiReplicaSpecs", ("Launcher", "Worker"), "training.kubeflow.org/job-role"),
+        "MPIJob",
+        "kubeflow.org/v2beta1",
+        "mpiReplicaSpecs",
+        ("Launcher", "Worker"),
+        "training.kubeflow.org/job-role",
+    ),
     GVK("ray.io", "v1", "RayCluster"): sample_raycluster,
     GVK("ray.io", "v1", "RayJob"): sample_rayjob,
     GVK("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"): sample_lws,
@@ -279,9 +485,21 @@ def object_stream(obj: Obj) -> Iterator[Obj]:
         yield o
 
 
-def scenario(defn: KartaDefinition, obj: Obj, pods: list[Obj], *, cold: bool, fn: Callable[[Evaluator, Obj, Obj], None],
-             seconds: float, runner: Any = None) -> Cell:
-    ev = Evaluator(defn, runner=runner, cache_size=256) if runner is not None else Evaluator(defn, cache_size=256)
+def scenario(
+    defn: KartaDefinition,
+    obj: Obj,
+    pods: list[Obj],
+    *,
+    cold: bool,
+    fn: Callable[[Evaluator, Obj, Obj], None],
+    seconds: float,
+    runner: Any = None,
+) -> Cell:
+    ev = (
+        Evaluator(defn, runner=runner, cache_size=256)
+        if runner is not None
+        else Evaluator(defn, cache_size=256)
+    )
     ps = pod_stream(pods)
     objs = object_stream(obj)
 
@@ -305,8 +523,10 @@ def main() -> None:
     sandbox = SandboxedRunner(workers=1)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    header = (f"{'definition':44} {'origin':8} {'obj KB':>6} {'warm/s':>8} {'warm nc/s':>9} {'cold/s':>8} "
-              f"{'cold nc/s':>9} {'gang/s':>8} {'sandbox/s':>9} {'cold us':>8}")
+    header = (
+        f"{'definition':44} {'origin':8} {'obj KB':>6} {'warm/s':>8} {'warm nc/s':>9} {'cold/s':>8} "
+        f"{'cold nc/s':>9} {'gang/s':>8} {'sandbox/s':>9} {'cold us':>8}"
+    )
     print(header)
     print("-" * len(header))
     for defn in [*defs, *test_defs]:
@@ -327,7 +547,9 @@ def main() -> None:
         cells["warm"] = scenario(defn, obj, pods, cold=False, fn=decision, seconds=args.seconds)
         cells["cold"] = scenario(defn, obj, pods, cold=True, fn=decision, seconds=args.seconds)
         cells["gang_warm"] = scenario(defn, obj, pods, cold=False, fn=gang_decision, seconds=args.seconds)
-        cells["sandbox_cold"] = scenario(defn, obj, pods, cold=True, fn=decision, seconds=args.seconds, runner=sandbox)
+        cells["sandbox_cold"] = scenario(
+            defn, obj, pods, cold=True, fn=decision, seconds=args.seconds, runner=sandbox
+        )
         PROGRAMS.enabled = False
         PROGRAMS.clear()
         cells["warm_nocache"] = scenario(defn, obj, pods, cold=False, fn=decision, seconds=args.seconds)
@@ -336,35 +558,53 @@ def main() -> None:
         OBJECT_TEXTS.clear()
         size_kb = len(serialize(obj)) / 1024
         origin = defn.origin.split(":")[0]
-        print(f"{defn.name[:44]:44} {origin:8} {size_kb:6.1f} {cells['warm'].per_second:8.0f} "
-              f"{cells['warm_nocache'].per_second:9.0f} {cells['cold'].per_second:8.0f} "
-              f"{cells['cold_nocache'].per_second:9.0f} {cells['gang_warm'].per_second:8.0f} "
-              f"{cells['sandbox_cold'].per_second:9.0f} {cells['cold'].mean_us:8.0f}")
-        rows.append({
-            "definition": defn.name,
-            "origin": defn.origin,
-            "gvk": str(defn.gvk),
-            "object_bytes": len(serialize(obj)),
-            "pod_bytes": len(serialize(pods[0])),
-            **{name: {"decisions_per_second": round(c.per_second, 1), "mean_us": round(c.mean_us, 1), "iterations": c.n}
-               for name, c in cells.items()},
-        })
+        print(
+            f"{defn.name[:44]:44} {origin:8} {size_kb:6.1f} {cells['warm'].per_second:8.0f} "
+            f"{cells['warm_nocache'].per_second:9.0f} {cells['cold'].per_second:8.0f} "
+            f"{cells['cold_nocache'].per_second:9.0f} {cells['gang_warm'].per_second:8.0f} "
+            f"{cells['sandbox_cold'].per_second:9.0f} {cells['cold'].mean_us:8.0f}"
+        )
+        rows.append(
+            {
+                "definition": defn.name,
+                "origin": defn.origin,
+                "gvk": str(defn.gvk),
+                "object_bytes": len(serialize(obj)),
+                "pod_bytes": len(serialize(pods[0])),
+                **{
+                    name: {
+                        "decisions_per_second": round(c.per_second, 1),
+                        "mean_us": round(c.mean_us, 1),
+                        "iterations": c.n,
+                    }
+                    for name, c in cells.items()
+                },
+            }
+        )
     sandbox.close()
     for s in skipped:
         print(f"skipped: {s}")
-    print("\nwarm = one workload version, distinct pods; cold = new workload version and pod every decision;"
-          "\nnc = compiled-program cache off; gang = full apply_gang (warm); sandbox = cold via worker process.")
+    print(
+        "\nwarm = one workload version, distinct pods; cold = new workload version and pod every decision;"
+        "\nnc = compiled-program cache off; gang = full apply_gang (warm); sandbox = cold via worker process."
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "benchmark": "karta decisions (status + component_of_pod + subtree_scale)",
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "jq_binding": getattr(jq, "__version__", "unknown"),
-        "seconds_per_cell": args.seconds,
-        "results": rows,
-        "skipped": skipped,
-    }, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "karta decisions (status + component_of_pod + subtree_scale)",
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "jq_binding": getattr(jq, "__version__", "unknown"),
+                "seconds_per_cell": args.seconds,
+                "results": rows,
+                "skipped": skipped,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

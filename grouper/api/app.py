@@ -298,7 +298,10 @@ def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> W
         try:
             from grouper.describe import build_describe
 
-            view = build_describe(defn, views.evaluator(defn), workload, pod_objs, file_mode=False)
+            # The pods come from decision records whose top owner is this workload: already attributed.
+            view = build_describe(
+                defn, views.evaluator(defn), workload, pod_objs, file_mode=False, pods_attributed=True
+            )
             tree = scrub(view.to_dict())
         except Exception as e:  # a definition that cannot describe this object: say why, keep the rest
             error = f"Karta {defn.name}: {e}"

@@ -41,7 +41,6 @@ class PluginHub:
         self._default = default
         self._definitions = definitions
         self._karta_fallback = karta_fallback and definitions is not None
-        self._karta_plugins: dict[tuple[str, str, str | None], Plugin] = {}
 
     def native_for(self, gvk: GVK) -> Plugin | None:
         """Exact-GVK native lookup only (what skip-top-owner delegation uses, like KAI)."""
@@ -62,13 +61,9 @@ class PluginHub:
         return Selection(self._default)
 
     def _karta_plugin(self, definition: KartaDefinition) -> Plugin:
-        # One plugin (and so one evaluator with its caches) per definition version.
         from grouper.plugins.karta import KartaGrouper
 
-        key = (definition.origin, definition.name, definition.resource_version)
-        plugin = self._karta_plugins.get(key)
-        if plugin is None:
-            if len(self._karta_plugins) > 512:
-                self._karta_plugins.clear()
-            plugin = self._karta_plugins[key] = KartaGrouper(definition)
-        return plugin
+        assert self._definitions is not None
+        # The registry caches one evaluator per definition version, sandboxed in a killable worker
+        # process for definitions that come from the cluster (untrusted jq).
+        return KartaGrouper(definition, self._definitions.evaluator(definition))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from grouper.model.errors import LookupForbidden
 from grouper.model import objects as o
+from grouper.model.errors import LookupForbidden
 from grouper.model.objects import GVK, Obj, labels
 
 

@@ -50,7 +50,8 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
     owners: list[Obj] = []
     notes: list[str] = []
     current = pod
-    seen = {o.uid(pod)}
+    # Identity for cycle detection: the uid, or kind/name where a hand-written manifest has no uid.
+    seen = {_identity(pod)}
     for _ in range(MAX_DEPTH):
         ref = controlling_reference(current)
         if ref is None:
@@ -84,14 +85,18 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
             )
         if not owner.get("apiVersion") or not owner.get("kind"):
             owner = {**owner, "apiVersion": api_version, "kind": kind}
-        if o.uid(owner) in seen:
+        if _identity(owner) in seen:
             raise OwnerNotFound(
                 f"owner reference cycle through {kind} {ns}/{name}", obj=o.describe(current),
                 field="metadata.ownerReferences",
             )
-        seen.add(o.uid(owner))
+        seen.add(_identity(owner))
         owners.append(owner)
         current = owner
     else:
         raise OwnerNotFound(f"owner chain deeper than {MAX_DEPTH}", obj=o.describe(pod))
     return OwnerChain(owners, owners[-1] if owners else pod, notes=notes)
+
+
+def _identity(obj: Obj) -> str:
+    return o.uid(obj) or f"{obj.get('kind')}/{o.namespace(obj)}/{o.name(obj)}"

@@ -8,12 +8,14 @@ We apply the create-time rules, the stricter set: a mid-level sub-group with ``m
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
 from grouper.model.podgroup import PodGroupMetadata
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE_MAX = 63  # sub-group names travel as the kai.scheduler/subgroup-name label value
+INT32_MAX = 2**31 - 1  # minMember and minSubGroup are int32 in the API
 
 
 def validate_pod_group(md: PodGroupMetadata) -> list[str]:
@@ -27,11 +29,10 @@ def validate_pod_group(md: PodGroupMetadata) -> list[str]:
     if md.min_member is not None and md.min_sub_group is not None:
         errors.append(f"{where}: spec.minMember and spec.minSubGroup are mutually exclusive")
     for fld, value in (("spec.minMember", md.min_member), ("spec.minSubGroup", md.min_sub_group)):
-        if value is not None and value < 0:
-            errors.append(f"{where}: {fld} must be >= 0, got {value}")
+        errors.extend(_check_count(where, fld, value))
     names = [sg.name for sg in md.sub_groups]
     by_name = {sg.name: sg for sg in md.sub_groups}
-    for dup in sorted({n for n in names if names.count(n) > 1}):
+    for dup in sorted(n for n, count in Counter(names).items() if count > 1):
         errors.append(f"{where}: spec.subGroups: duplicate sub-group name {dup!r}")
     children: dict[str, int] = {}
     for sg in md.sub_groups:
@@ -46,8 +47,7 @@ def validate_pod_group(md: PodGroupMetadata) -> list[str]:
         if sg.min_member is not None and sg.min_sub_group is not None:
             errors.append(f"{where}: {f} sets both minMember and minSubGroup")
         for fld, value in (("minMember", sg.min_member), ("minSubGroup", sg.min_sub_group)):
-            if value is not None and value < 0:
-                errors.append(f"{where}: {f}.{fld} must be >= 0, got {value}")
+            errors.extend(_check_count(where, f"{f}.{fld}", value))
         if children.get(sg.name):
             if sg.min_member is not None:
                 errors.append(f"{where}: {f} has child sub-groups and must not set minMember (use minSubGroup)")
@@ -67,3 +67,13 @@ def validate_pod_group(md: PodGroupMetadata) -> list[str]:
             seen.add(cur)
             cur = by_name[cur].parent
     return errors
+
+
+def _check_count(where: str, field: str, value: int | None) -> list[str]:
+    if value is None:
+        return []
+    if value < 0:
+        return [f"{where}: {field} must be >= 0, got {value}"]
+    if value > INT32_MAX:
+        return [f"{where}: {field} must fit in int32 (<= {INT32_MAX}), got {value}"]
+    return []

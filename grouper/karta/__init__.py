@@ -59,9 +59,12 @@ Performance. Compiling costs ~2 ms and handing an 18 KB object to jq ~1-2 ms per
 programs are compiled once (module LRU keyed by text, ``jqrun.PROGRAMS``); each object is
 serialized once per (uid, resourceVersion) (``jqrun.OBJECT_TEXTS``); all expressions a definition
 evaluates on one kind of object are fused into one jq run with per-expression outputs/errors;
-outcomes are cached per object version in the Evaluator (bounded LRU). One pod decision costs
-one jq run on the pod plus one on the workload, shared by all its pods. Objects with the same uid
-and resourceVersion are assumed identical (mutate in place → change or drop resourceVersion).
+outcomes are cached per object version in the Evaluator (bounded LRU); jq is handed only the
+top-level fields a batch can read (``jqsyntax.root_fields``, a conservative static analysis whose
+soundness is property-tested): a pod's ``metadata`` instead of the whole pod, a workload's
+``spec``/``status`` without its ``metadata``. One pod decision costs one jq run on the pod's
+metadata plus one on the workload, shared by all its pods. Objects with the same uid and
+resourceVersion are assumed identical (mutate in place → change or drop resourceVersion).
 
 Bounds. Per expression at most ``max_outputs - 1`` outputs (upstream: the 1000th output already
 fails "query results exceed the allowed number 1000"); generators are cut by ``limit``/the lazy
@@ -99,6 +102,7 @@ Deviations from upstream (deliberate):
   the whole extraction); catalog authors must write ``[]?`` or ``(.x // [])[]``.
 * Mode A scale keeps upstream's own x children multiplication (LWS: 32 for a 4-pod group);
   Mode B counts a pod-bearing component once (its children are not added), as upstream.
+* Subtree scale / minMember beyond int32 is an error (upstream's int32 arithmetic would wrap).
 * Status: ``primary`` is the first matched status in upstream order (Resuming > Suspending >
   Suspended > Running > Failed > Completed > Initializing > Degraded); upstream has no primary.
 * Registry: a usable cluster Karta for a GVK overrides the built-ins for that GVK (even one

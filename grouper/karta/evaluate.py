@@ -39,7 +39,7 @@ from grouper.karta.model import (
     KartaDefinition,
     StatusMatcher,
 )
-from grouper.karta.values import decode_int32, go_quote, go_sprint, gojq_json, gojq_tostring
+from grouper.karta.values import INT32_MAX, decode_int32, go_quote, go_sprint, gojq_json, gojq_tostring
 
 Obj = dict[str, Any]
 
@@ -284,7 +284,10 @@ class Evaluator:
 
     def evaluate(self, obj: Obj, expression: str) -> list[Any]:
         """All outputs of an arbitrary expression on ``obj`` (bounded, cached per object version)."""
-        return self._run(obj, ROOT, expression)
+        out = self._adhoc(obj, expression)
+        if out.error is not None:
+            raise self._err(f"JQ execution error: {out.error}", None, expression)
+        return list(out.values)
 
     def component(self, component: str | Component) -> Component:
         if isinstance(component, Component):
@@ -559,7 +562,9 @@ class Evaluator:
                 return False
         if sel.match_labels:
             meta = pod.get("metadata") if isinstance(pod, dict) else None
-            labels = (meta.get("labels") if isinstance(meta, dict) else None) or {}
+            labels = meta.get("labels") if isinstance(meta, dict) else None
+            if not isinstance(labels, dict):
+                labels = {}
             if not all(labels.get(k) == v for k, v in sel.match_labels.items()):
                 return False
         return True
@@ -645,8 +650,13 @@ class Evaluator:
         if instance == "":
             raise self._err("instance id is empty", c)
         if self.definition.has_scale_definition:
-            return self._scale_a(obj, c, instance, frozenset())
-        return self._scale_b(obj, c, instance, frozenset())
+            total = self._scale_a(obj, c, instance, frozenset())
+        else:
+            total = self._scale_b(obj, c, instance, frozenset())
+        if total > INT32_MAX:
+            # upstream's int32 arithmetic would wrap around silently
+            raise self._err(f"subtree scale {total} is beyond the int32 range", c)
+        return total
 
     def _children(self, c: Component, seen: frozenset[str]) -> list[Component]:
         kids = self.definition.children_of(c.name)

@@ -25,7 +25,7 @@ from typing import Any
 from grouper.karta.errors import KartaEvalError
 from grouper.karta.evaluate import Evaluator
 from grouper.karta.model import AlphaPodGroup, Component, KartaDefinition, PodGroupMember, TopologySpec
-from grouper.karta.values import go_quote, go_sprint
+from grouper.karta.values import INT32_MAX, go_quote, go_sprint
 from grouper.model.podgroup import PodGroupMetadata, SubGroup, TopologyConstraint
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -47,13 +47,17 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     return errs
 
 
+def _meta(obj: Any) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def _uid(top_owner: dict[str, Any]) -> str:
-    meta = top_owner.get("metadata") or {}
-    return str(meta.get("uid") or "")
+    return str(_meta(top_owner).get("uid") or "")
 
 
 def _pod_ref(pod: dict[str, Any]) -> tuple[str, str]:
-    meta = pod.get("metadata") or {}
+    meta = _meta(pod)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
@@ -211,6 +215,8 @@ def _apply_alpha(
         inst = instance if comp is pod_comp and instance is not None and instance.lower() in lowered else None
         total += ev.subtree_scale(top_owner, comp, inst)
         parts.append(comp.name + (f"[{inst}]" if inst is not None else ""))
+    if total > INT32_MAX:
+        raise _err(defn, f"minMember {total} is beyond the int32 range", effective.component.name)
     out.min_member = total
     out.min_sub_group = None
     out.sub_groups = []

@@ -19,6 +19,7 @@ their own, so ``"a = b"`` or ``{range: 1}`` are never mistaken for assignment or
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -754,9 +755,18 @@ class _Parser:
         return node
 
 
+MAX_EXPRESSION_LENGTH = 10_000
+
+
 def parse(src: str) -> Node:
-    """Parse a jq program into a ``Node`` tree. Raises ``JqSyntaxError``."""
-    return _Parser(tokenize(src)).program()
+    """Parse a jq program into a ``Node`` tree. Raises ``JqSyntaxError`` (also for programs too
+    long or too deeply nested to analyse — real definitions are a few hundred characters)."""
+    if len(src) > MAX_EXPRESSION_LENGTH:
+        raise JqSyntaxError(f"expression is longer than {MAX_EXPRESSION_LENGTH} characters")
+    try:
+        return _Parser(tokenize(src)).program()
+    except RecursionError:
+        raise JqSyntaxError("expression nests too deeply") from None
 
 
 # ---------------------------------------------------------------- which top-level fields are read
@@ -832,6 +842,7 @@ class _RootReads:
         return False  # identity, recurse, def, directive, program, unknown
 
 
+@functools.lru_cache(maxsize=8192)
 def root_fields(expr: str) -> frozenset[str] | None:
     """Top-level fields of its input that ``expr`` reads, or None if it may read anything
     (conservative: any doubt gives None)."""
@@ -842,7 +853,10 @@ def root_fields(expr: str) -> frozenset[str] | None:
     if len(tree.children) != 1:  # module directives
         return None
     reads = _RootReads()
-    if not reads.safe(tree.children[0]):
+    try:
+        if not reads.safe(tree.children[0]):
+            return None
+    except RecursionError:
         return None
     return frozenset(reads.fields)
 
@@ -927,5 +941,8 @@ def check(expr: str) -> list[str]:
     """
     tree = parse(expr)
     checker = _Checker()
-    checker.visit(tree, (), frozenset())
+    try:
+        checker.visit(tree, (), frozenset())
+    except RecursionError:
+        raise JqSyntaxError("expression nests too deeply") from None
     return checker.reasons

@@ -32,7 +32,8 @@ class GVK:
 
 
 def meta(obj: Obj) -> dict[str, Any]:
-    return obj.get("metadata") or {}
+    m = obj.get("metadata") if isinstance(obj, dict) else None
+    return m if isinstance(m, dict) else {}
 
 
 def name(obj: Obj) -> str:

@@ -6,7 +6,8 @@ rules below hold for all of them unless a plugin says otherwise:
 - name ``pg-<topOwnerName>-<topOwnerUID>``, owner reference = top owner, namespace = the pod's;
 - labels: the top owner's, plus ``user`` from the pod when the owner has none;
 - annotations: pod annotation ``user``, ``kai.scheduler/top-owner-metadata`` (YAML name/uid/group/
-  version/kind, formatted as Go's yaml.v3 prints it), then the top owner's annotations (they win);
+  version/kind, formatted as Go's yaml.v3 prints it), then the top owner's annotations (they win)
+  except ``kubectl.kubernetes.io/last-applied-configuration`` (a copy of the whole workload, env included);
 - queue: top-owner label ``<queue-label-key>`` → pod label → label ``project`` (top owner, else
   pod), suffixed ``-<nodepool>`` when the pod has the node-pool label → ``default-queue``;
 - priority class, preemptibility, preemption delay, staleness grace period: see below;
@@ -74,6 +75,8 @@ from grouper.plugins.defaults_configmap import (
 
 log = logging.getLogger(__name__)
 
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
 
 def default_metadata(
     ctx: GroupingContext,
@@ -104,7 +107,9 @@ def default_metadata(
     if USER_KEY in pod_annotations:
         annotations[USER_KEY] = pod_annotations[USER_KEY]
     annotations[TOP_OWNER_METADATA_ANNOTATION] = top_owner_metadata_yaml(top)
-    annotations.update(top_annotations)
+    # kubectl's last-applied-configuration is a copy of the whole workload (env values included): it is
+    # noise on a PodGroup and a leak, so unlike KAI we do not copy it.
+    annotations.update({k: v for k, v in top_annotations.items() if k != LAST_APPLIED_ANNOTATION})
 
     queue, provenance["queue"] = resolve_queue(top, pod, ctx.config)
     defaults, defaults_source = load_defaults(ctx)

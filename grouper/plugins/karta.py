@@ -17,9 +17,9 @@ from grouper.plugins.default import default_metadata
 class KartaGrouper:
     name = "Karta Grouper"
 
-    def __init__(self, definition: KartaDefinition) -> None:
+    def __init__(self, definition: KartaDefinition, evaluator: Evaluator | None = None) -> None:
         self.definition = definition
-        self.evaluator = Evaluator(definition)
+        self.evaluator = evaluator or Evaluator(definition)
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
         base = default_metadata(ctx)

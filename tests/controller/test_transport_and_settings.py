@@ -179,10 +179,24 @@ def test_bad_environment_value_is_rejected() -> None:
         parse([], {env_name("max-concurrent-reconciles"): "many"})
 
 
-def test_grouper_run_without_cluster_config_exits_2(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_grouper_run_without_cluster_config_exits_2(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from grouper.cli.main import main
 
     missing = tmp_path / "missing-kubeconfig"
-    assert main(["run", "--kubeconfig", str(missing), "--http-bind-address", "127.0.0.1:0", "--log-level",
-                 "error"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--kubeconfig",
+                str(missing),
+                "--http-bind-address",
+                "127.0.0.1:0",
+                "--log-level",
+                "error",
+            ]
+        )
+        == 2
+    )
     assert "missing-kubeconfig" in capsys.readouterr().err

@@ -90,3 +90,11 @@ def test_shorten_name_never_leaves_a_dash_before_the_hash() -> None:
     name = "pg-" + "b" * 238 + "-" + "c" * 40
     short = shorten_name(name)
     assert "--" not in short and is_subdomain(short)
+
+
+def test_counts_must_fit_in_int32() -> None:
+    errs = validate_pod_group(md(min_member=2**31))
+    assert errs == [f"PodGroup ns/pg-x-u: spec.minMember must fit in int32 (<= {2**31 - 1}), got {2**31}"]
+    sgs = [SubGroup("a", 2**31)]
+    errs = validate_pod_group(md(min_member=None, min_sub_group=1, sub_groups=sgs))
+    assert any("spec.subGroups[a].minMember must fit in int32" in e for e in errs)

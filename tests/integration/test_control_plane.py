@@ -465,7 +465,7 @@ def test_rbac_with_service_account_tokens(cluster: LocalCluster, kube: Kube, nam
             grouper.patch(pg_path(namespace, "by-grouper"), {"spec": {"queue": "q"}})["spec"]["queue"] == "q"
         )
         assert grouper.list(KARTA_API) is not None
-        assert grouper.list("/apis/jobset.x-k8s.io/v1alpha2/jobsets") == []
+        assert grouper.list(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets") == []  # allowed (empty here)
         # not granted: deleting pods, writing jobs, reading secrets
         assert grouper.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/p").status_code == 403
         assert grouper.request("GET", f"/api/v1/namespaces/{namespace}/secrets").status_code == 403

@@ -183,8 +183,13 @@ def test_karta_applied_at_run_time_and_scaling_the_custom_workload(
             return all(p["metadata"]["annotations"].get(ANNOTATION) == karta_name for p in ps)
 
         wait_until(regrouped, 30, what="pods moved to the Karta PodGroup without a restart")
-        assert grouper.metrics.value("podgrouper_karta_definitions", {"origin": "cluster", "state": "valid"}) == 1
-        assert grouper.metrics.value("podgrouper_karta_definitions", {"origin": "builtin", "state": "valid"}) > 0
+        assert (
+            grouper.metrics.value("podgrouper_karta_definitions", {"origin": "cluster", "state": "valid"})
+            == 1
+        )
+        assert (
+            grouper.metrics.value("podgrouper_karta_definitions", {"origin": "builtin", "state": "valid"}) > 0
+        )
         for p in pods(kube, ns):
             assert p["metadata"]["labels"][SUBGROUP] == p["metadata"]["labels"]["example.com/role"]
         pg = pod_groups(kube, ns)[karta_name]
@@ -209,7 +214,8 @@ def test_karta_applied_at_run_time_and_scaling_the_custom_workload(
 
         def back_to_default() -> bool:
             return all(
-                p["metadata"]["annotations"].get(ANNOTATION) == default_name and SUBGROUP not in p["metadata"]["labels"]
+                p["metadata"]["annotations"].get(ANNOTATION) == default_name
+                and SUBGROUP not in p["metadata"]["labels"]
                 for p in pods(kube, ns)
             )
 

@@ -62,7 +62,7 @@ def test_conflicts_retry_from_fresh_state_and_foreign_fields_survive(
     stale: dict[str, Any] = {}
 
     async def scenario(client: KubeClient) -> list[str]:
-        ops = []
+        ops: list[str] = []
         # the cache has not seen the PodGroup yet, but it exists: AlreadyExists -> re-read -> no-op
         creator = PodGroupWriter(client, existing=lambda n, name: None)
         ops.append(await creator.apply(md(ns, 1, owner)))
@@ -115,3 +115,28 @@ def test_events_are_aggregated_and_rate_limited(cluster: Any, kube: Kube, namesp
     assert same["count"] == 5 and same["type"] == "Warning" and same["reason"] == "PodGrouperWarning"
     assert same["source"]["component"] == "pod-grouper" and same["involvedObject"]["uid"] == "uid-p-1"
     assert rec.suppressed == 3
+
+
+def test_kubeconfig_loading_and_token_refresh(cluster: Any, tmp_path: Any) -> None:
+    """A kubeconfig (embedded CA data, bearer token) works with the aiohttp transport; a token file is
+    re-read after a 401 so rotated tokens are picked up without a restart."""
+    cfg = kubeconfig.load(cluster.kubeconfig_path)
+    assert cfg.server == cluster.server and cfg.token == cluster.admin_token and cfg.ca_file
+    token_file = tmp_path / "token"
+    token_file.write_text("expired-token")
+    rotating = kubeconfig.explicit(cluster.server, token_file=str(token_file), ca_file=cluster.ca_file)
+
+    async def main() -> tuple[Any, Any]:
+        a = KubeClient(cfg)
+        b = KubeClient(rotating)
+        try:
+            version = await a.get("/version")
+            token_file.write_text(cluster.admin_token)  # the kubelet rotated the projected token
+            ns = await b.get("/api/v1/namespaces/default")
+            return version, ns
+        finally:
+            await a.close()
+            await b.close()
+
+    version, ns = asyncio.run(main())
+    assert version["major"] and ns["metadata"]["name"] == "default"

@@ -636,3 +636,36 @@ def test_isolated_evaluator_gives_the_same_answers() -> None:
     assert ev.subtree_scale(o, "job") == 5
     with pytest.raises(KartaEvalError, match="Cannot iterate over null"):
         ev.evaluate(o, ".nothing[]")
+
+
+class RecordingRunner(CountingRunner):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: list[str] = []
+
+    def run(
+        self, program: str, input_text: str, max_outputs: int, timeout_s: float | None = None
+    ) -> list[Any]:
+        self.inputs.append(input_text)
+        return super().run(program, input_text, max_outputs, timeout_s)
+
+
+def test_jq_sees_only_the_fields_a_batch_reads() -> None:
+    runner = RecordingRunner()
+    ev = Evaluator(mk([typed("a", value="a"), typed("b", value="b")]), runner=runner)
+    p = pod({"role": "b"}, spec={"containers": [{"name": "big", "env": ["x"] * 100}]})
+    assert ev.component_of_pod(obj(), p) == ("b", None)
+    assert runner.inputs == ['{"metadata":{"labels":{"role":"b"},"name":"p","namespace":"ns"}}']
+
+
+def test_adhoc_expressions_do_not_share_projected_cache_entries() -> None:
+    ev = Evaluator(mk([typed("a"), typed("b")]))
+    p1, p2 = pod({"role": "a"}, spec={"x": 1}), pod({"role": "a"}, spec={"x": 2})
+    assert ev.component_of_pod(obj(), p1) == ev.component_of_pod(obj(), p2)
+    assert ev.evaluate(p1, ".spec.x") == [1] and ev.evaluate(p2, ".spec.x") == [2]
+
+
+def test_subtree_scale_beyond_int32_is_an_error() -> None:
+    d = mk([{"name": "p", "scaleDefinition": {"replicasPath": "65536"}}, scaled("k", "p", "65536")])
+    with pytest.raises(KartaEvalError, match="subtree scale 4294967296 is beyond the int32 range"):
+        Evaluator(d).subtree_scale(obj(), "job")

@@ -373,3 +373,18 @@ def test_mode_b_counts_leaves() -> None:
         ev.subtree_scale(obj, "master"),
         ev.subtree_scale(obj, "worker"),
     ) == (2, 1, 1)
+
+
+def test_repository_catalog_loads_and_validates() -> None:
+    """Cross-check of the built-in catalog (definitions/, written separately) with this engine."""
+    from pathlib import Path
+
+    from grouper.karta import load_dir
+
+    catalog_dir = Path(__file__).resolve().parents[2] / "definitions"
+    if not catalog_dir.is_dir():
+        pytest.skip("no definitions/ directory")
+    defs, errors = load_dir(catalog_dir)
+    assert errors == []
+    bad = {d.name: validate(d).summary() for d in defs if not validate(d).ok}
+    assert bad == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jq
 import pytest
 
-from grouper.karta.jqsyntax import JqSyntaxError, check, parse, tokenize
+from grouper.karta.jqsyntax import JqSyntaxError, check, parse, root_fields, tokenize
 
 ALLOWED = [
     ".spec.replicatedJobs[] | .replicas * .template.spec.parallelism",
@@ -130,3 +130,39 @@ def test_multiple_reasons_reported_once_each() -> None:
         "del function is not allowed",
         "modifying operator '=' is not allowed",
     ]
+
+
+def test_too_deep_or_too_long_is_unanalysable_not_a_crash() -> None:
+    with pytest.raises(JqSyntaxError, match="nests too deeply"):
+        check("(" * 2000 + "1" + ")" * 2000)
+    with pytest.raises(JqSyntaxError, match="nests too deeply"):
+        check("1+" * 3000 + "1")
+    with pytest.raises(JqSyntaxError, match="longer than"):
+        check(".a" * 6000)
+
+
+@pytest.mark.parametrize(
+    ("expr", "fields"),
+    [
+        ('.metadata.labels["a"] == "x"', {"metadata"}),
+        (".metadata as $m | $m.labels", {"metadata"}),
+        (".spec.x[] | (.r // 1) * (.n // 1)", {"spec"}),
+        ('"\\(.spec.a)-\\(.metadata.name)"', {"spec", "metadata"}),
+        ('{a, "b", c: .d}', {"a", "b", "d"}),
+        ('.["spec"].a, ."status".b', {"spec", "status"}),
+        ("if .a then .b else .c end", {"a", "b", "c"}),
+        ("reduce .spec.x[] as $i (0; . + $i)", {"spec"}),
+        ('"1"', set()),
+        (".", None),
+        (". as $x | $x.spec", None),
+        ("keys", None),
+        ("select(.a)", None),
+        ("if .a then .b end", None),  # no else: outputs the input
+        (".[]", None),
+        ("def f: .spec; f", None),
+        ("..", None),
+    ],
+)
+def test_root_fields(expr: str, fields: set[str] | None) -> None:
+    jq.compile(expr)
+    assert root_fields(expr) == (None if fields is None else frozenset(fields))

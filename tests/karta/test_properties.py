@@ -5,6 +5,7 @@ the jq checker copes with every program libjq accepts."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import math
 import time
@@ -12,17 +13,18 @@ from collections.abc import Callable
 from typing import Any
 
 import jq
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grouper.karta import Evaluator, KartaLoadError, apply_gang, from_object, validate
-from grouper.karta.jqrun import JqError, evaluate_many, serialize
-from grouper.karta.jqsyntax import JqSyntaxError, check
+from grouper.karta.jqrun import JqError, evaluate_many, project, serialize
+from grouper.karta.jqsyntax import JqSyntaxError, check, root_fields
 from grouper.karta.sandbox import shared_runner
 from grouper.karta.validate import check_expression
 from grouper.karta.values import decode_int32, go_float
 from grouper.model.errors import KartaError
-from tests.karta.fixtures import base_metadata
+from tests.karta.fixtures import DATA, base_metadata
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -391,7 +393,13 @@ def test_engine_returns_result_or_documented_error(
     for issue in report.errors + report.warnings:
         assert issue.definition == "gen" and isinstance(str(issue), str)
     ev = Evaluator(d)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": labels}}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "labels": labels},
+    }
+    if not labels:
+        pod["metadata"] = "not-a-mapping"  # structurally broken pods must not crash the engine either
     calls: list[Callable[[], object]] = [
         lambda: ev.status(obj),
         lambda: ev.component_of_pod(obj, pod),
@@ -457,3 +465,63 @@ def test_hostile_programs_are_rejected_and_stopped(core: str, wrapper: str) -> N
     with contextlib.suppress(JqError):  # ... and if evaluated anyway, the sandbox stops it in time
         shared_runner().run(expr, "{}", 1000, 0.3)
     assert time.monotonic() - start < 3
+
+
+@SETTINGS
+@given(PROGRAMS, JSON, JSON)
+def test_projection_is_sound(expr: str, a: Any, b: Any) -> None:
+    """When root_fields says an expression reads only some top-level fields, running it on the
+    projection of the object gives exactly the same outcome as on the whole object."""
+    if not _compiles(expr) or check_expression(expr):
+        return
+    fields = root_fields(expr)
+    if fields is None:
+        return
+    full = {"a": a, "b": b, "c": {"a": b}, "metadata": {"name": "x"}}
+    whole = evaluate_many([expr], serialize(full), max_outputs=50)[expr]
+    part = evaluate_many([expr], serialize(project(full, fields)), max_outputs=50)[expr]
+    assert whole == part, (expr, fields)
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+CATALOG_DOCS = [yaml.safe_load(p.read_text()) for p in sorted(DATA.glob("*.yaml"))]
+
+
+@SETTINGS
+@given(st.sampled_from(CATALOG_DOCS), st.data(), JSON)
+def test_mutated_catalog_documents(doc: dict[str, Any], data: st.DataObject, junk: Any) -> None:
+    """A catalog definition with one field replaced by junk: loads or fails with KartaLoadError;
+    validation and evaluation end in a report or a KartaError."""
+    doc = copy.deepcopy(doc)
+    path = data.draw(st.sampled_from(_paths(doc)[1:]))
+    target = doc
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = junk
+    try:
+        d = from_object(doc, "test:mutated")
+    except KartaLoadError:
+        return
+    validate(d)
+    ev = Evaluator(d)
+    obj = {
+        "apiVersion": "x/v1",
+        "kind": "K",
+        "metadata": {"name": "w", "uid": "u"},
+        "spec": {"replicatedJobs": [junk]},
+    }
+    pod = {"metadata": {"name": "p", "labels": {"a": "b"}}}
+    with contextlib.suppress(KartaError):
+        apply_gang(d, ev, obj, pod, base_metadata(obj))
+    with contextlib.suppress(KartaError):
+        ev.status(obj)

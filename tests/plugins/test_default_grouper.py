@@ -583,3 +583,11 @@ def test_default_grouper_never_raises_unexpectedly(
         assert not md.preemption_delay.startswith("-")
         assert format_go_duration(parse_go_duration(md.preemption_delay)) == md.preemption_delay
     md.to_object()  # serialisable shape
+
+
+def test_last_applied_configuration_is_not_copied() -> None:
+    # Deliberate deviation: kubectl's copy of the whole workload (env values included) stays off PodGroups.
+    last_applied = "kubectl.kubernetes.io/last-applied-configuration"
+    md = group(fixture_owner(annotations={last_applied: '{"spec": {"env": "secret"}}', "keep": "me"}))
+    assert last_applied not in md.annotations
+    assert md.annotations["keep"] == "me"
