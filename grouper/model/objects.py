@@ -1,7 +1,6 @@
 """Small read helpers over raw Kubernetes objects (plain dicts). Objects are never mutated here."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: it would shadow the ``annotations`` helper below.
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,12 +14,12 @@ class GVK:
     kind: str
 
     @classmethod
-    def from_api_version(cls, api_version: str, kind: str) -> GVK:
+    def from_api_version(cls, api_version: str, kind: str) -> "GVK":
         group, _, version = api_version.rpartition("/")
         return cls(group, version, kind)
 
     @classmethod
-    def of(cls, obj: Obj) -> GVK:
+    def of(cls, obj: Obj) -> "GVK":
         return cls.from_api_version(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
 
     @property
