@@ -111,18 +111,10 @@ def controller_live_reader(state: StateReader) -> LiveReader | None:
     controller = state.controller
 
     async def read(api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        from grouper.kube.transport import ApiError
-
         res = await controller.discovery.resolve(GVK.from_api_version(api_version, kind))
         if res is None:
             return None
-        try:
-            obj = await controller.client.get(res.path(namespace, name))
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
-        return obj if isinstance(obj, dict) else None
+        return await controller.client.get_object(res.path(namespace, name))
 
     return read
 

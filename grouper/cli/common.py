@@ -1,4 +1,4 @@
-"""Pieces several subcommands share: grouping flags and where the built-in catalog lives."""
+"""Pieces several subcommands share: grouping flags, target flags and where the built-in catalog lives."""
 
 from __future__ import annotations
 
@@ -34,14 +34,16 @@ def add_grouping_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_target_flags(parser: argparse.ArgumentParser) -> None:
+    """Where ``get`` / ``explain`` read from: a running grouper (``--server``) or the cluster (kubeconfig)."""
+    parser.add_argument("--server", metavar="URL",
+                        help="a running grouper's HTTP API (e.g. http://localhost:8080); default: read the cluster")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="bearer token for --server (when it runs with --http-auth-token-file)")
+    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+
+
 def grouping_config(args: argparse.Namespace) -> GroupingConfig:
-    return GroupingConfig(
-        scheduler_name=args.scheduler_name,
-        queue_label_key=args.queue_label_key,
-        nodepool_label_key=args.nodepool_label_key,
-        knative_gang_schedule=args.knative_gang_schedule,
-        generic_karta_fallback=args.generic_karta_fallback,
-        search_legacy_pg=args.search_legacy_pg,
-        default_priorities_configmap_name=args.default_priorities_configmap_name,
-        default_priorities_configmap_namespace=args.default_priorities_configmap_namespace,
-    )
+    """The config from the flags :func:`add_grouping_flags` added."""
+    return GroupingConfig.from_flags(args)

@@ -20,6 +20,7 @@ import orjson
 from kubernetes.config.config_exception import ConfigException
 
 from grouper.core.config import GroupingConfig
+from grouper.core.lookups import by_namespace_and_name
 from grouper.model.errors import GroupingError, LookupForbidden
 from grouper.model.objects import GVK, Obj
 
@@ -180,8 +181,7 @@ class LiveLookups:
             if e.status == 403:
                 raise LookupForbidden(api_version, kind, namespace, "") from e
             raise ApiReadError(str(e), obj=f"{kind} list") from e
-        return sorted(items, key=lambda o: (str((o.get("metadata") or {}).get("namespace") or ""),
-                                            str((o.get("metadata") or {}).get("name") or "")))
+        return by_namespace_and_name(items)
 
     def priority_class_exists(self, name: str) -> bool:
         if not name:

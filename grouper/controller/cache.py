@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from grouper.core.lookups import by_namespace_and_name, matches_labels
 from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.informer import Informer, slim_pod, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
@@ -211,13 +212,6 @@ class ClusterCache:
         return CacheLookups(self)
 
 
-def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
-    if not selector:
-        return True
-    have = o.labels(obj)
-    return all(have.get(k) == v for k, v in selector.items())
-
-
 class CacheLookups:
     """``grouper.core.lookups.Lookups`` over a :class:`ClusterCache`, for one reconcile.
 
@@ -267,8 +261,7 @@ class CacheLookups:
         if inf is None:
             return []
         items = inf.list(namespace if inf.resource.namespaced else None)
-        out = [self._seen(obj) for obj in items if _matches(obj, label_selector)]
-        return sorted(out, key=lambda x: (o.namespace(x), o.name(x)))
+        return by_namespace_and_name(self._seen(obj) for obj in items if matches_labels(obj, label_selector))
 
     def priority_class_exists(self, name: str) -> bool:
         if not name:

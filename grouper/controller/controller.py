@@ -65,14 +65,11 @@ DELETED_MEMORY = 120.0
 
 @dataclass
 class ControllerSettings:
-    scheduler_name: str = "kai-scheduler"
-    queue_label_key: str = "kai.scheduler/queue"
-    nodepool_label_key: str = "kai.scheduler/node-pool"
+    """What the controller needs beyond the grouping flags (those it reads from ``grouper.config``)."""
+
     pod_label_selector: str = ""
     namespace_label_selector: str = ""
     max_concurrent_reconciles: int = 10
-    default_priorities_configmap_name: str = ""
-    default_priorities_configmap_namespace: str = ""
     watch_kartas: bool = True
     resync_debounce: float = 0.5
     sync_timeout: float = 120.0
@@ -121,16 +118,17 @@ class Controller:
         self.leader = leader
         self.definitions = definitions
         self.discovery = Discovery(client)
+        config = grouper.config
         defaults_cm = None
-        if settings.default_priorities_configmap_name and settings.default_priorities_configmap_namespace:
+        if config.default_priorities_configmap_name and config.default_priorities_configmap_namespace:
             defaults_cm = (
-                settings.default_priorities_configmap_namespace,
-                settings.default_priorities_configmap_name,
+                config.default_priorities_configmap_namespace,
+                config.default_priorities_configmap_name,
             )
         self.cache = ClusterCache(
             client,
             self.discovery,
-            scheduler_name=settings.scheduler_name,
+            scheduler_name=config.scheduler_name,
             pod_label_selector=settings.pod_label_selector,
             namespace_label_selector=settings.namespace_label_selector,
             defaults_configmap=defaults_cm,
@@ -143,8 +141,8 @@ class Controller:
             client,
             existing=self._cached_pod_group,
             can_write=self.can_write,
-            nodepool_label_key=settings.nodepool_label_key,
-            queue_label_key=settings.queue_label_key,
+            nodepool_label_key=config.nodepool_label_key,
+            queue_label_key=config.queue_label_key,
             metrics=metrics,
             on_written=self._remember_write,
         )

@@ -210,56 +210,37 @@ class Reconciler:
         ok_groups: set[str] = set()
         for m in merged:
             md = m.metadata
-            pg_pods = [d.pod_name for d in m.decisions]
             with log_context(podgroup=md.name):
-                errors = validate_pod_group(md)
-                if errors:
-                    msg = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(errors)}"
+                op: str | None = None
+                error: str | None = None
+                problems = validate_pod_group(md)
+                if problems:
+                    error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
                     self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
-                    self.store.record_pod_group(
-                        md.namespace,
-                        md.name,
-                        workload=str(wl),
-                        desired=md.to_object(),
-                        operation=None,
-                        pods=pg_pods,
-                        notes=m.notes,
-                        error=msg,
-                    )
-                    result.errors.append(msg)
-                    await self.recorder.warn(workload_obj, msg)
-                    continue
-                try:
-                    op = await self.writer.apply(md)
-                except ApiError as e:
-                    msg = (
-                        f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
-                    )
-                    self.store.record_pod_group(
-                        md.namespace,
-                        md.name,
-                        workload=str(wl),
-                        desired=md.to_object(),
-                        operation=None,
-                        pods=pg_pods,
-                        notes=m.notes,
-                        error=msg,
-                    )
-                    result.errors.append(msg)
-                    await self.recorder.warn(workload_obj, msg)
+                else:
+                    try:
+                        op = await self.writer.apply(md)
+                    except ApiError as e:
+                        error = (
+                            f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
+                        )
+                self.store.record_pod_group(
+                    md.namespace,
+                    md.name,
+                    workload=str(wl),
+                    desired=md.to_object(),
+                    operation=op,
+                    pods=[d.pod_name for d in m.decisions],
+                    notes=m.notes,
+                    error=error,
+                )
+                if error is not None:
+                    result.errors.append(error)
+                    await self.recorder.warn(workload_obj, error)
                     continue
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
-            self.store.record_pod_group(
-                md.namespace,
-                md.name,
-                workload=str(wl),
-                desired=md.to_object(),
-                operation=op,
-                pods=pg_pods,
-                notes=m.notes,
-            )
             ok_groups.add(md.name)
         self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass(frozen=True)
@@ -17,3 +17,11 @@ class GroupingConfig:
     default_priorities_configmap_name: str = ""
     default_priorities_configmap_namespace: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_flags(cls, source: object) -> GroupingConfig:
+        """The config from the same-named attributes of ``source`` (parsed flags, ``RunSettings``).
+
+        ``extra`` is not a flag and stays empty.
+        """
+        return cls(**{f.name: getattr(source, f.name) for f in fields(cls) if f.name != "extra"})

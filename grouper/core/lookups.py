@@ -36,11 +36,17 @@ class Lookups(Protocol):
         ...
 
 
-def _matches(obj: Obj, selector: Mapping[str, str] | None) -> bool:
+def matches_labels(obj: Obj, selector: Mapping[str, str] | None) -> bool:
+    """Whether the object's labels hold every ``key: value`` pair of ``selector`` (no selector: always)."""
     if not selector:
         return True
     have = labels(obj)
     return all(have.get(k) == v for k, v in selector.items())
+
+
+def by_namespace_and_name(objs: Iterable[Obj]) -> list[Obj]:
+    """The objects sorted by ``(namespace, name)``: the order every ``Lookups.list`` returns."""
+    return sorted(objs, key=lambda obj: (o.namespace(obj), o.name(obj)))
 
 
 class InMemoryLookups:
@@ -90,13 +96,12 @@ class InMemoryLookups:
     ) -> list[Obj]:
         self._check(api_version, kind, namespace, "")
         gvk = GVK.from_api_version(api_version, kind)
-        out = [
+        return by_namespace_and_name(
             obj
             for (group, k, ns, _), obj in self._by_key.items()
             if group == gvk.group and k == kind and (namespace is None or ns == namespace)
-            and _matches(obj, label_selector)
-        ]
-        return sorted(out, key=lambda obj: (o.namespace(obj), o.name(obj)))
+            and matches_labels(obj, label_selector)
+        )
 
     def priority_class_exists(self, name: str) -> bool:
         return ("scheduling.k8s.io", "PriorityClass", "", name) in self._by_key
@@ -108,4 +113,4 @@ class InMemoryLookups:
         return self._by_key.get(("", "ConfigMap", ns, nm))
 
 
-__all__ = ["InMemoryLookups", "Lookups"]
+__all__ = ["InMemoryLookups", "Lookups", "by_namespace_and_name", "matches_labels"]

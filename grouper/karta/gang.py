@@ -26,6 +26,7 @@ from grouper.karta.errors import KartaEvalError
 from grouper.karta.evaluate import Evaluator
 from grouper.karta.model import AlphaPodGroup, Component, KartaDefinition, PodGroupMember, TopologySpec
 from grouper.karta.values import INT32_MAX, go_quote, go_sprint
+from grouper.model import objects as o
 from grouper.model.podgroup import PodGroupMetadata, SubGroup, TopologyConstraint
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -47,18 +48,17 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     return errs
 
 
-def _meta(obj: Any) -> dict[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def _uid(top_owner: dict[str, Any]) -> str:
-    return str(_meta(top_owner).get("uid") or "")
-
-
 def _pod_ref(pod: dict[str, Any]) -> tuple[str, str]:
-    meta = _meta(pod)
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return o.namespace(pod), o.name(pod)
+
+
+def _set_min_member(out: PodGroupMetadata, min_member: int, why: str) -> None:
+    """Make ``out`` a flat gang of ``min_member`` pods (no sub-groups); ``why`` is its provenance."""
+    out.sub_groups = []
+    out.min_sub_group = None
+    out.min_member = min_member
+    out.provenance["minMember"] = why
+    out.provenance.pop("minSubGroup", None)
 
 
 def apply_gang(
@@ -115,7 +115,7 @@ def _apply_v2(
     pg = defn.gang.pod_group if defn.gang else None
     assert pg is not None
     src = f"Karta {defn.name}"
-    out.name = f"pg-{_uid(top_owner)}-{pg.name}"
+    out.name = f"pg-{o.uid(top_owner)}-{pg.name}"
     out.provenance["name"] = f"{src}: gangScheduling.podGroup.name {pg.name}"
     if pg.topology is not None:
         out.topology = _topology(defn, pg.topology)
@@ -144,11 +144,11 @@ def _apply_v2(
             f"{s.name} minMember = subtree scale of component {s.name}" for s in subs
         )
     else:
-        out.sub_groups = []
-        out.min_sub_group = None
-        out.min_member = ev.subtree_scale(top_owner, defn.root)
-        out.provenance["minMember"] = f"{src}: subtree scale of root component {defn.root.name}"
-        out.provenance.pop("minSubGroup", None)
+        _set_min_member(
+            out,
+            ev.subtree_scale(top_owner, defn.root),
+            f"{src}: subtree scale of root component {defn.root.name}",
+        )
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def _apply_alpha(
         )
     instance = ev.instance_of_pod(top_owner, pod, pod_comp) if effective.component is pod_comp else None
     keys = ev.group_keys(pod, effective.member.group_by_key_paths, effective.component.name)
-    name = f"pg-{_uid(top_owner)}" + "".join(f"-{k}" for k in keys)
+    name = f"pg-{o.uid(top_owner)}" + "".join(f"-{k}" for k in keys)
     if keys:
         errs = dns1123_subdomain_errors(name)
         if errs:
@@ -217,13 +217,9 @@ def _apply_alpha(
         parts.append(comp.name + (f"[{inst}]" if inst is not None else ""))
     if total > INT32_MAX:
         raise _err(defn, f"minMember {total} is beyond the int32 range", effective.component.name)
-    out.min_member = total
-    out.min_sub_group = None
-    out.sub_groups = []
-    out.provenance["minMember"] = (
-        f"{src}: sum of subtree scales of {', '.join(parts)} (podGroups[{effective.group.name}])"
+    _set_min_member(
+        out, total, f"{src}: sum of subtree scales of {', '.join(parts)} (podGroups[{effective.group.name}])"
     )
-    out.provenance.pop("minSubGroup", None)
 
 
 def _co_members(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,25 @@ def _obj(value: Any, path: str, *, required: bool = False) -> dict[str, Any] | N
     return value
 
 
+def _req_obj(value: Any, path: str) -> dict[str, Any]:
+    out = _obj(value, path, required=True)
+    assert out is not None
+    return out
+
+
 def _list(value: Any, path: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
         raise KartaLoadError(f"must be a list, got {type(value).__name__}", field=path)
     return value
+
+
+def _obj_items(value: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(item path, item)`` for each item of a list of objects (each one required), checked in order."""
+    for i, item in enumerate(_list(value, path)):
+        item_path = f"{path}[{i}]"
+        yield item_path, _req_obj(item, item_path)
 
 
 def _str(value: Any, path: str, *, required: bool = False) -> str | None:
@@ -137,13 +151,9 @@ def _scale(value: Any, path: str) -> ScaleDefinition | None:
 
 
 def _matcher(value: Any, path: str) -> StatusMatcher:
-    d = _obj(value, path, required=True)
-    assert d is not None
+    d = _req_obj(value, path)
     conds: list[ConditionMatcher] = []
-    for i, c in enumerate(_list(d.get("byConditions"), f"{path}.byConditions")):
-        cp = f"{path}.byConditions[{i}]"
-        cd = _obj(c, cp, required=True)
-        assert cd is not None
+    for cp, cd in _obj_items(d.get("byConditions"), f"{path}.byConditions"):
         conds.append(
             ConditionMatcher(
                 type=_req_str(cd.get("type"), f"{cp}.type"),
@@ -201,10 +211,7 @@ def _suspend(value: Any, path: str) -> SuspendDefinition | None:
 
     def actions(key: str) -> tuple[SuspendAction, ...]:
         out = []
-        for i, a in enumerate(_list(d.get(key), f"{path}.{key}")):
-            ap = f"{path}.{key}[{i}]"
-            ad = _obj(a, ap, required=True)
-            assert ad is not None
+        for ap, ad in _obj_items(d.get(key), f"{path}.{key}"):
             out.append(
                 SuspendAction(
                     _req_str(ad.get("path"), f"{ap}.path"), _req_str(ad.get("value"), f"{ap}.value")
@@ -246,8 +253,7 @@ def _pod_selector(value: Any, path: str) -> PodSelector | None:
 
 
 def _component(value: Any, path: str) -> Component:
-    d = _obj(value, path, required=True)
-    assert d is not None
+    d = _req_obj(value, path)
     return Component(
         name=_str(d.get("name"), f"{path}.name") or "",
         path=path,
@@ -282,10 +288,7 @@ def _gang(value: Any, path: str) -> GangScheduling | None:
     if pgd is not None:
         pp = f"{path}.podGroup"
         subs = []
-        for i, s in enumerate(_list(pgd.get("subGroups"), f"{pp}.subGroups")):
-            sp = f"{pp}.subGroups[{i}]"
-            sd = _obj(s, sp, required=True)
-            assert sd is not None
+        for sp, sd in _obj_items(pgd.get("subGroups"), f"{pp}.subGroups"):
             subs.append(
                 SubGroupMapping(
                     component_name=_str(sd.get("componentName"), f"{sp}.componentName") or "",
@@ -298,15 +301,9 @@ def _gang(value: Any, path: str) -> GangScheduling | None:
             sub_groups=tuple(subs),
         )
     groups: list[AlphaPodGroup] = []
-    for i, g in enumerate(_list(d.get("podGroups"), f"{path}.podGroups")):
-        gp = f"{path}.podGroups[{i}]"
-        gd = _obj(g, gp, required=True)
-        assert gd is not None
+    for gp, gd in _obj_items(d.get("podGroups"), f"{path}.podGroups"):
         members = []
-        for j, m in enumerate(_list(gd.get("members"), f"{gp}.members")):
-            mp = f"{gp}.members[{j}]"
-            md = _obj(m, mp, required=True)
-            assert md is not None
+        for mp, md in _obj_items(gd.get("members"), f"{gp}.members"):
             members.append(
                 PodGroupMember(
                     component_name=_str(md.get("componentName"), f"{mp}.componentName") or "",
@@ -334,16 +331,13 @@ def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
             f"{KARTA_API_VERSION} {KARTA_KIND} or {LEGACY_API_VERSION} {LEGACY_KIND}",
             field="apiVersion",
         )
-    meta = _obj(obj.get("metadata"), "metadata", required=True)
-    assert meta is not None
+    meta = _req_obj(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True) or ""
     if not name:
         raise KartaLoadError("must not be empty", field="metadata.name")
     rv = meta.get("resourceVersion")
-    spec = _obj(obj.get("spec"), "spec", required=True)
-    assert spec is not None
-    sd = _obj(spec.get("structureDefinition"), "spec.structureDefinition", required=True)
-    assert sd is not None
+    spec = _req_obj(obj.get("spec"), "spec")
+    sd = _req_obj(spec.get("structureDefinition"), "spec.structureDefinition")
     root = _component(sd.get("rootComponent"), "spec.structureDefinition.rootComponent")
     children = [
         _component(c, f"spec.structureDefinition.childComponents[{i}]")

@@ -223,6 +223,16 @@ class KubeClient:
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return await self.request("GET", path, params=params)
 
+    async def get_object(self, path: str) -> dict[str, Any] | None:
+        """The object at ``path``; None when it does not exist (404) or the answer is not an object."""
+        try:
+            obj = await self.get(path)
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+        return obj if isinstance(obj, dict) else None
+
     async def create(self, path: str, obj: dict[str, Any]) -> Any:
         return await self.request("POST", path, body=obj)
 

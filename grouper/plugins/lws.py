@@ -37,18 +37,17 @@ Upstream bugs and choices:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from grouper.core.context import GroupingContext
 from grouper.model.errors import InvalidWorkload
 from grouper.model.objects import Obj, describe, dig, name
-from grouper.model.podgroup import PodGroupMetadata, SubGroup, TopologyConstraint
+from grouper.model.podgroup import PodGroupMetadata, SubGroup
 from grouper.plugins.common import annotation_field, annotations_of, labels_of, parse_go_int
 from grouper.plugins.default import default_metadata
 from grouper.plugins.segments import (
     SEGMENT_SIZE_KEY,
     annotations_at,
     check_segment_count,
+    copy_topology,
     int_field,
     parse_index,
     parse_segment_size,
@@ -168,7 +167,7 @@ def _sub_groups(lws: Obj, pod: Obj, replicas: int, worker_index: int | None) -> 
     else:
         members = [size] * (count - 1) + [replicas - size * (count - 1)]
     topology = segment_topology(pod, annotations_at(lws, *WORKER_TEMPLATE_ANNOTATIONS), lws)
-    segments = [SubGroup(f"segment-{i}", min_member=m, topology=_copy(topology)) for i, m in enumerate(members)]
+    segments = [SubGroup(f"segment-{i}", min_member=m, topology=copy_topology(topology)) for i, m in enumerate(members)]
     pod_name = name(pod)
     is_leader = worker_index == 0
 
@@ -195,10 +194,6 @@ def _plain(pod: Obj, replicas: int, worker_index: int | None) -> list[SubGroup]:
     if replicas > 1:
         out.append(SubGroup(WORKERS, min_member=replicas - 1, pods=[] if is_leader else [pod_name]))
     return out
-
-
-def _copy(topology: TopologyConstraint | None) -> TopologyConstraint | None:
-    return replace(topology) if topology else None
 
 
 __all__ = ["LWSGrouper"]

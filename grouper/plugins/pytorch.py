@@ -31,8 +31,6 @@ Upstream bugs (reference §8) and the choices made here:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from grouper.core.context import GroupingContext
 from grouper.model.objects import Obj, describe, name
 from grouper.model.podgroup import PodGroupMetadata, SubGroup
@@ -51,6 +49,7 @@ from grouper.plugins.segments import (
     block_segment_sizes,
     ceil_div,
     check_segment_count,
+    copy_topology,
     int_field,
     parse_index,
     parse_segment_size,
@@ -146,7 +145,7 @@ def _worker_sub_groups(job: Obj, pod: Obj, is_worker: bool, worker_min: int) -> 
                 f"worker-{i}",
                 min_member=seg_min,
                 parent="worker",
-                topology=replace(topology) if topology else None,
+                topology=copy_topology(topology),
                 pods=list(pods) if i == segment_of_pod else [],
             )
         )

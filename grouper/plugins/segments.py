@@ -17,6 +17,7 @@ created without a constraint (KAI's code; its docs say "ignored" â€” reference Â
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from grouper.model.errors import InvalidWorkload
@@ -213,6 +214,11 @@ def segment_topology(
     return TopologyConstraint(topology=topology, required_level=required, preferred_level=preferred)
 
 
+def copy_topology(topology: TopologyConstraint | None) -> TopologyConstraint | None:
+    """A copy of the segment constraint for one more sub-group (sub-groups never share one)."""
+    return replace(topology) if topology else None
+
+
 __all__ = [
     "MAX_SEGMENTS",
     "SEGMENT_PREFERRED_KEY",
@@ -223,6 +229,7 @@ __all__ = [
     "bool_field",
     "ceil_div",
     "check_segment_count",
+    "copy_topology",
     "first_nonempty",
     "int_field",
     "list_field",

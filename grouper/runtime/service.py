@@ -93,14 +93,9 @@ class Service:
         self.controller = Controller(
             self.client,
             ControllerSettings(
-                scheduler_name=s.scheduler_name,
-                queue_label_key=s.queue_label_key,
-                nodepool_label_key=s.nodepool_label_key,
                 pod_label_selector=s.pod_label_selector,
                 namespace_label_selector=s.namespace_label_selector,
                 max_concurrent_reconciles=s.max_concurrent_reconciles,
-                default_priorities_configmap_name=s.default_priorities_configmap_name,
-                default_priorities_configmap_namespace=s.default_priorities_configmap_namespace,
             ),
             grouper=grouper,
             metrics=self.metrics,

@@ -78,21 +78,25 @@ def non_negative_float(value: str) -> float:
     return f
 
 
+# The grouping flags' defaults are GroupingConfig's, so ``grouper run``, ``plan`` and ``explain`` agree.
+_GROUPING = GroupingConfig()
+
+
 @dataclass
 class RunSettings:
     # KAI podgrouper flags
-    scheduler_name: str = "kai-scheduler"
-    queue_label_key: str = "kai.scheduler/queue"
-    nodepool_label_key: str = "kai.scheduler/node-pool"
+    scheduler_name: str = _GROUPING.scheduler_name
+    queue_label_key: str = _GROUPING.queue_label_key
+    nodepool_label_key: str = _GROUPING.nodepool_label_key
     qps: float = 50.0
     burst: int = 300
     max_concurrent_reconciles: int = 10
     leader_elect: bool = False
-    generic_karta_fallback: bool = True
-    knative_gang_schedule: bool = True
-    search_legacy_pg: bool = True
-    default_priorities_configmap_name: str = ""
-    default_priorities_configmap_namespace: str = ""
+    generic_karta_fallback: bool = _GROUPING.generic_karta_fallback
+    knative_gang_schedule: bool = _GROUPING.knative_gang_schedule
+    search_legacy_pg: bool = _GROUPING.search_legacy_pg
+    default_priorities_configmap_name: str = _GROUPING.default_priorities_configmap_name
+    default_priorities_configmap_namespace: str = _GROUPING.default_priorities_configmap_namespace
     pod_label_selector: str = ""
     namespace_label_selector: str = ""
     # ours
@@ -111,16 +115,7 @@ class RunSettings:
     shutdown_drain_seconds: float = 10.0
 
     def grouping_config(self) -> GroupingConfig:
-        return GroupingConfig(
-            scheduler_name=self.scheduler_name,
-            queue_label_key=self.queue_label_key,
-            nodepool_label_key=self.nodepool_label_key,
-            knative_gang_schedule=self.knative_gang_schedule,
-            generic_karta_fallback=self.generic_karta_fallback,
-            search_legacy_pg=self.search_legacy_pg,
-            default_priorities_configmap_name=self.default_priorities_configmap_name,
-            default_priorities_configmap_namespace=self.default_priorities_configmap_namespace,
-        )
+        return GroupingConfig.from_flags(self)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunSettings:

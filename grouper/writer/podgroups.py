@@ -224,13 +224,7 @@ class PodGroupWriter:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def _read(self, namespace: str, name: str) -> Obj | None:
-        try:
-            obj = await self.client.get(PODGROUP_RESOURCE.path(namespace, name))
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
-        return obj if isinstance(obj, dict) else None
+        return await self.client.get_object(PODGROUP_RESOURCE.path(namespace, name))
 
     def _count(self, op: Operation) -> None:
         if self.metrics is not None:

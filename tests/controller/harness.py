@@ -207,6 +207,11 @@ def container() -> list[dict[str, Any]]:
     return [{"name": "c", "image": "registry.example.com/train:1", "command": ["sleep", "1"]}]
 
 
+def job_pod_spec() -> dict[str, Any]:
+    """The pod spec of every test Job: scheduled by KAI, runs once."""
+    return {"schedulerName": "kai-scheduler", "restartPolicy": "Never", "containers": container()}
+
+
 def job(
     name: str,
     parallelism: int = 1,
@@ -220,12 +225,23 @@ def job(
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism,
+            "template": {"spec": job_pod_spec()},
+        },
+    }
+
+
+def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
+    """A Deployment of ``replicas`` pods labelled ``app=<name>``."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "spec": {
-                    "schedulerName": "kai-scheduler",
-                    "restartPolicy": "Never",
-                    "containers": container(),
-                }
+                "metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "kai-scheduler", "containers": container()},
             },
         },
     }
@@ -255,13 +271,7 @@ def jobset(name: str) -> dict[str, Any]:
                 "spec": {
                     "parallelism": parallelism,
                     "completions": parallelism,
-                    "template": {
-                        "spec": {
-                            "schedulerName": "kai-scheduler",
-                            "restartPolicy": "Never",
-                            "containers": container(),
-                        }
-                    },
+                    "template": {"spec": job_pod_spec()},
                 }
             },
         }

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from grouper.core.config import GroupingConfig
 from grouper.kube.informer import slim_pod, strip_managed_fields
 from grouper.kube.transport import RateLimiter, describe_request, object_path
 from grouper.runtime.settings import RunSettings, add_flags, env_name
@@ -141,6 +142,17 @@ def test_flags_have_kai_defaults() -> None:
         "0.0.0.0:8080",
         "json",
     )
+
+
+def test_grouping_flags_have_the_same_defaults_in_plan_explain_and_run() -> None:
+    from grouper.cli.common import grouping_config
+    from grouper.cli.main import build_parser
+
+    parser = build_parser()
+    run_config = parse([]).grouping_config()
+    assert run_config == GroupingConfig()
+    assert grouping_config(parser.parse_args(["plan", "-f", "x.yaml"])) == run_config
+    assert grouping_config(parser.parse_args(["explain", "some-pod"])) == run_config
 
 
 def test_flags_and_environment() -> None:

@@ -17,7 +17,7 @@ from controller.harness import (
     GrouperThread,
     annotated,
     child_jobs,
-    container,
+    deployment,
     job,
     jobset,
     label_namespace,
@@ -40,22 +40,7 @@ def test_restart_writes_nothing_to_correct_objects(cluster: Any, kube: Kube, nam
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns):
         kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("train", 3))
-        kube.create(
-            f"/apis/apps/v1/namespaces/{ns}/deployments",
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "serve"},
-                "spec": {
-                    "replicas": 2,
-                    "selector": {"matchLabels": {"app": "serve"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "serve"}},
-                        "spec": {"schedulerName": "kai-scheduler", "containers": container()},
-                    },
-                },
-            },
-        )
+        kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
         js = kube.create(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", jobset("js"))
         for j in child_jobs(js):
             kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", j)

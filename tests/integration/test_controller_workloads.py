@@ -22,7 +22,7 @@ from controller.harness import (
     GrouperThread,
     annotated,
     child_jobs,
-    container,
+    deployment,
     job,
     jobset,
     label_namespace,
@@ -83,20 +83,7 @@ def test_batch_job_gets_one_podgroup_and_annotated_pods(
 
 def test_deployment_gets_one_podgroup_per_pod(kube: Kube, scoped: str, grouper: GrouperThread) -> None:
     ns = scoped
-    dep = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "serve"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "serve"}},
-            "template": {
-                "metadata": {"labels": {"app": "serve"}},
-                "spec": {"schedulerName": "kai-scheduler", "containers": container()},
-            },
-        },
-    }
-    kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", dep)
+    kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
     ps = wait_until(lambda: annotated(kube, ns, 2, "app=serve"), 30, what="2 annotated pods")
     pgs = pod_groups(kube, ns)
     for p in ps:

@@ -10,6 +10,7 @@ from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext, Plugin
 from grouper.core.lookups import InMemoryLookups
 from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import PodGroupMetadata, SubGroup
 
 DEFAULTS_CM = ("kai-system", "kai-defaults")
 
@@ -154,4 +155,11 @@ def context(
     )
 
 
-__all__ = ["context", "defaults_configmap", "lookups", "obj", "owner", "pod", "podgroup", "priority_class"]
+def sub_group(md: PodGroupMetadata, name: str) -> SubGroup:
+    """The one sub-group of ``md`` called ``name`` (fails the test when there is none or several)."""
+    found = [s for s in md.sub_groups if s.name == name]
+    assert len(found) == 1, f"{name} not in {[s.name for s in md.sub_groups]}"
+    return found[0]
+
+
+__all__ = ["context", "defaults_configmap", "lookups", "obj", "owner", "pod", "podgroup", "priority_class", "sub_group"]

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from builders import context, obj, pod, podgroup
+from builders import context, obj, pod, podgroup, sub_group
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grouper.core.config import GroupingConfig
 from grouper.core.lookups import InMemoryLookups
 from grouper.model.errors import GroupingError
-from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import PodGroupMetadata, SubGroup
+from grouper.model.objects import Obj
+from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.jobset import JobSetGrouper
 
 RJ_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -52,30 +51,11 @@ def js_pod(rj: str | None = "worker", idx: str | None = "0", name: str = "p") ->
     return pod(name, namespace="default", labels=labels)
 
 
-class ListingLookups(InMemoryLookups):
-    """``InMemoryLookups`` with a working ``list``: the shared one shadows ``namespace()`` with its
-    parameter and raises TypeError whenever something matches (reported; drop this once fixed)."""
-
-    def list(self, api_version: str, kind: str, namespace: str | None,
-             label_selector: Mapping[str, str] | None = None) -> list[Obj]:
-        group = GVK.from_api_version(api_version, kind).group
-        return [o for o in self.objects()
-                if GVK.of(o).group == group and o["kind"] == kind
-                and (namespace is None or o["metadata"].get("namespace", "") == namespace)
-                and all(o["metadata"].get("labels", {}).get(k) == v for k, v in (label_selector or {}).items())]
-
-
 def run(js: Obj, the_pod: Obj, *objects: Obj, config: GroupingConfig | None = None) -> PodGroupMetadata:
-    ctx = context(the_pod, js, config=config, the_lookups=ListingLookups(objects))
+    ctx = context(the_pod, js, objects=objects, config=config)
     md = JobSetGrouper().metadata(ctx)
     assert md is not None
     return md
-
-
-def sg(md: PodGroupMetadata, name: str) -> SubGroup:
-    found = [s for s in md.sub_groups if s.name == name]
-    assert len(found) == 1, f"{name} not in {[s.name for s in md.sub_groups]}"
-    return found[0]
 
 
 # ---------------------------------------------------------------- §5.2 new shape
@@ -86,9 +66,9 @@ def test_SingleReplicatedJobSingleReplica() -> None:
     assert md.name == "pg-js-uid"
     assert md.min_sub_group == 1 and md.min_member is None
     assert len(md.sub_groups) == 2
-    parent = sg(md, "worker")
+    parent = sub_group(md, "worker")
     assert parent.min_sub_group == 1 and parent.min_member is None and parent.parent is None and parent.pods == []
-    leaf = sg(md, "worker-replica-0")
+    leaf = sub_group(md, "worker-replica-0")
     assert (leaf.min_member, leaf.parent, leaf.pods) == (4, "worker", ["p"])
     assert md.owner.kind == "JobSet" and md.owner.name == "js" and md.owner.uid == "uid"
 
@@ -96,9 +76,9 @@ def test_SingleReplicatedJobSingleReplica() -> None:
 def test_SingleReplicatedJobMultipleReplicas() -> None:
     md = run(jobset(rjob("worker", 3, 4)), js_pod("worker", "2"))
     assert len(md.sub_groups) == 4
-    assert sg(md, "worker").min_sub_group == 3
+    assert sub_group(md, "worker").min_sub_group == 3
     for i in range(3):
-        leaf = sg(md, f"worker-replica-{i}")
+        leaf = sub_group(md, f"worker-replica-{i}")
         assert (leaf.min_member, leaf.parent) == (4, "worker")
         assert leaf.pods == (["p"] if i == 2 else [])
     assert md.sub_group_of("p") == "worker-replica-2"
@@ -142,13 +122,13 @@ def test_JobSetAnnotationBelowOne() -> None:
 
 def test_TemplateAnnotationOverridesLeafMinMember() -> None:
     md = run(jobset(rjob("worker", 2, 8, annotations={MIN_KEY: "5"})), js_pod("worker", "0"))
-    assert sg(md, "worker-replica-0").min_member == 5
-    assert sg(md, "worker-replica-1").min_member == 5
+    assert sub_group(md, "worker-replica-0").min_member == 5
+    assert sub_group(md, "worker-replica-1").min_member == 5
 
 
 def test_TemplateAnnotationGreaterThanParallelismAccepted() -> None:
     md = run(jobset(rjob("worker", 1, 2, annotations={MIN_KEY: "10"})), js_pod("worker", "0"))
-    assert sg(md, "worker-replica-0").min_member == 10
+    assert sub_group(md, "worker-replica-0").min_member == 10
 
 
 @pytest.mark.parametrize("value, phrase", [("abc", "not an integer"), ("0", ">= 1"), ("-2", ">= 1")])
@@ -174,10 +154,10 @@ def test_PodMissingJobIndexLabel() -> None:
 def test_PodRoutingFindsCorrectLeaf() -> None:
     js = jobset(rjob("leader", 1, 1), rjob("worker", 3, 4))
     md = run(js, js_pod("leader", "0", name="leader-pod"))
-    assert sg(md, "leader-replica-0").pods == ["leader-pod"]
+    assert sub_group(md, "leader-replica-0").pods == ["leader-pod"]
     assert md.sub_group_of("leader-pod") == "leader-replica-0"
     md = run(js, js_pod("worker", "1", name="worker-pod"))
-    assert sg(md, "worker-replica-1").pods == ["worker-pod"]
+    assert sub_group(md, "worker-replica-1").pods == ["worker-pod"]
     assert all(s.pods == [] for s in md.sub_groups if s.name != "worker-replica-1")
 
 
@@ -213,16 +193,16 @@ def test_DistinctTopologiesAtJobSetAndReplicatedJobLevels() -> None:
     md = run(js, js_pod())
     assert (md.topology.topology, md.topology.required_level, md.topology.preferred_level) == (
         "root-topology", "datacenter", "")
-    assert sg(md, "worker").topology is None
+    assert sub_group(md, "worker").topology is None
     for leaf in ("worker-replica-0", "worker-replica-1"):
-        t = sg(md, leaf).topology
+        t = sub_group(md, leaf).topology
         assert t is not None and (t.topology, t.required_level, t.preferred_level) == ("leaf-topology", "rack", "zone")
 
 
 def test_ReplicasDefaultsToOne() -> None:
     md = run(jobset(rjob("worker", None, 2)), js_pod())
-    assert sg(md, "worker").min_sub_group == 1
-    assert sg(md, "worker-replica-0").min_member == 2
+    assert sub_group(md, "worker").min_sub_group == 1
+    assert sub_group(md, "worker-replica-0").min_member == 2
     assert len(md.sub_groups) == 2
 
 
@@ -297,7 +277,7 @@ def test_PodUnknownReplicatedJob() -> None:
 
 def test_ZeroReplicasBecomesEmptyLeaf() -> None:
     md = run(jobset(rjob("init", 0, 1), rjob("worker", 1, 2)), js_pod())
-    init = sg(md, "init")
+    init = sub_group(md, "init")
     assert (init.min_member, init.min_sub_group, init.parent) == (0, None, None)
     assert md.min_sub_group == 2
 
@@ -323,9 +303,9 @@ def test_TooManyReplicaSubGroups() -> None:
 def test_TopologyNeedsNameAndLevel() -> None:
     md = run(jobset(rjob("worker", 1, 1, annotations={"kai.scheduler/topology-required-placement": "rack"})),
              js_pod())
-    assert sg(md, "worker-replica-0").topology is None
+    assert sub_group(md, "worker-replica-0").topology is None
     md = run(jobset(rjob("worker", 1, 1, annotations={"kai.scheduler/topology": "t"})), js_pod())
-    assert sg(md, "worker-replica-0").topology is None
+    assert sub_group(md, "worker-replica-0").topology is None
 
 
 def test_DefaultGrouperFieldsKept() -> None:
@@ -390,7 +370,7 @@ def test_property_metadata_or_grouping_error(rjobs: Any, order: Any, js_ann: dic
         objects.append(podgroup(legacy, sub_groups=[{"name": "x"}] if legacy_subgroups else None))
     try:
         md = JobSetGrouper().metadata(context(pod("p", namespace="default", labels=pod_labels), js,
-                                              the_lookups=ListingLookups(objects)))
+                                              objects=objects))
     except GroupingError:
         return
     assert isinstance(md, PodGroupMetadata)

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from builders import context, obj, pod
+from builders import context, obj, pod, sub_group
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,12 +58,6 @@ def run(owner: Obj, the_pod: Obj) -> PodGroupMetadata:
     return md
 
 
-def sg(md: PodGroupMetadata, name: str) -> SubGroup:
-    found = [s for s in md.sub_groups if s.name == name]
-    assert len(found) == 1, f"{name} not in {[s.name for s in md.sub_groups]}"
-    return found[0]
-
-
 def shape(md: PodGroupMetadata) -> list[tuple[Any, ...]]:
     """(name, minMember, minSubGroup, parent, pods) of every sub-group, in order."""
     return [(s.name, s.min_member, s.min_sub_group, s.parent, s.pods) for s in md.sub_groups]
@@ -95,12 +89,12 @@ def test_LeaderReady_WorkerPod() -> None:
     md = run(lws("lws-ready", "LeaderReady", 5), lpod("lws-ready-0-2", "2", "0", annotations={SIZE: "5"}, node="n1"))
     assert md.min_member == 5
     assert len(md.sub_groups) == 2
-    assert (sg(md, "workers").min_member, sg(md, "workers").pods) == (4, ["lws-ready-0-2"])
+    assert (sub_group(md, "workers").min_member, sub_group(md, "workers").pods) == (4, ["lws-ready-0-2"])
 
 
 def test_LeaderReady_BoundLeaderNeedsWholeGroup() -> None:
     md = run(lws("lws-ready", "LeaderReady", 5), lpod("l", "0", node="n1"))
-    assert md.min_member == 5 and sg(md, "leader").pods == ["l"]
+    assert md.min_member == 5 and sub_group(md, "leader").pods == ["l"]
 
 
 def test_LeaderReady_SizeAnnotationOverridesSpec() -> None:
@@ -171,9 +165,9 @@ def test_Segmentation_Divisible_WorkerInFirstSegment() -> None:
 
 def test_Segmentation_Divisible_WorkerInLaterSegment() -> None:
     md = run(lws("lws-seg", "LeaderCreated", 5, segment=2), lpod("lws-seg-0-3", "3"))
-    assert sg(md, "segment-1").pods == ["lws-seg-0-3"] and sg(md, "segment-1").min_member == 2
-    assert sg(md, "segment-0").min_sub_group == 2 and sg(md, "segment-0").min_member is None
-    assert sg(md, "workers").pods == [] and sg(md, "leader").pods == []
+    assert sub_group(md, "segment-1").pods == ["lws-seg-0-3"] and sub_group(md, "segment-1").min_member == 2
+    assert sub_group(md, "segment-0").min_sub_group == 2 and sub_group(md, "segment-0").min_member is None
+    assert sub_group(md, "workers").pods == [] and sub_group(md, "leader").pods == []
     assert len(md.sub_groups) == 4
 
 
@@ -207,7 +201,7 @@ def test_Segmentation_LeaderExcluded_WorkerInLaterSegment() -> None:
 
 def test_Segmentation_LeaderExcluded_LeaderPod() -> None:
     md = run(lws("lws-seg", "LeaderCreated", 5, segment=2, policy_type="LeaderExcluded"), lpod("l", "0"))
-    assert md.sub_group_of("l") == "leader" and sg(md, "segment-0").pods == []
+    assert md.sub_group_of("l") == "leader" and sub_group(md, "segment-0").pods == []
 
 
 def test_Segmentation_TopologyPreferredOnly_LeaderIncluded_NotDivisible() -> None:
@@ -220,8 +214,8 @@ def test_Segmentation_TopologyPreferredOnly_LeaderIncluded_NotDivisible() -> Non
         ("leader", 1, None, "segment-0", []),
         ("workers", 2, None, "segment-0", ["lws-seg-0-1"]),
     ]
-    assert topo(sg(md, "segment-0")) == topo(sg(md, "segment-1")) == ("rack", "", "node")
-    assert topo(sg(md, "leader")) is None and topo(sg(md, "workers")) is None
+    assert topo(sub_group(md, "segment-0")) == topo(sub_group(md, "segment-1")) == ("rack", "", "node")
+    assert topo(sub_group(md, "leader")) is None and topo(sub_group(md, "workers")) is None
 
 
 def test_Segmentation_TopologyBothPlacementKeys_LeaderExcluded() -> None:
@@ -229,9 +223,9 @@ def test_Segmentation_TopologyBothPlacementKeys_LeaderExcluded() -> None:
                 worker_annotations={SEG_REQ: "rack-unit", SEG_PREF: "node", TOPO: "rack"})
     md = run(owner, lpod("lws-seg-0-1", "1"))
     assert [s.name for s in md.sub_groups] == ["leader", "segment-0", "segment-1"]
-    assert topo(sg(md, "leader")) is None
-    assert topo(sg(md, "segment-0")) == topo(sg(md, "segment-1")) == ("rack", "rack-unit", "node")
-    assert sg(md, "segment-0").pods == ["lws-seg-0-1"]
+    assert topo(sub_group(md, "leader")) is None
+    assert topo(sub_group(md, "segment-0")) == topo(sub_group(md, "segment-1")) == ("rack", "rack-unit", "node")
+    assert sub_group(md, "segment-0").pods == ["lws-seg-0-1"]
 
 
 def test_SegmentSizeFromWorkerTemplateAnnotation() -> None:
@@ -244,14 +238,14 @@ def test_SegmentSizeFromWorkerTemplateAnnotation() -> None:
         ("leader", 1, None, "segment-0", []),
         ("workers", 2, None, "segment-0", ["lws-seg-0-1"]),
     ]
-    assert topo(sg(md, "segment-0")) == topo(sg(md, "segment-1")) == ("rack", "rack-unit", "node")
-    assert topo(sg(md, "leader")) is None and topo(sg(md, "workers")) is None
+    assert topo(sub_group(md, "segment-0")) == topo(sub_group(md, "segment-1")) == ("rack", "rack-unit", "node")
+    assert topo(sub_group(md, "leader")) is None and topo(sub_group(md, "workers")) is None
 
 
 def test_SegmentSizeFromLWSAnnotation() -> None:
     md = run(lws("x", "LeaderCreated", 5, annotations={SEG: "2"}, worker_annotations={SEG: "4"}), lpod("p", "3"))
     assert [s.name for s in md.sub_groups] == ["segment-0", "segment-1", "leader", "workers"]
-    assert sg(md, "segment-1").pods == ["p"]
+    assert sub_group(md, "segment-1").pods == ["p"]
 
 
 def test_SegmentsWithoutTopologyName() -> None:
@@ -263,7 +257,7 @@ def test_SegmentsWithoutTopologyName() -> None:
 def test_SegmentTopologyFromPodAnnotations() -> None:
     md = run(lws("x", "LeaderCreated", 5, segment=2, worker_annotations={TOPO: "t", SEG_REQ: "rack"}),
              lpod("p", "1", annotations={TOPO: "pod-topology", SEG_PREF: "node"}))
-    assert topo(sg(md, "segment-0")) == ("pod-topology", "rack", "node")
+    assert topo(sub_group(md, "segment-0")) == ("pod-topology", "rack", "node")
 
 
 # ---------------------------------------------------------------- deviations from KAI (module docstring)

@@ -6,13 +6,13 @@ import re
 from typing import Any
 
 import pytest
-from builders import context, obj, pod
+from builders import context, obj, pod, sub_group
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grouper.model.errors import GroupingError
 from grouper.model.objects import Obj
-from grouper.model.podgroup import PodGroupMetadata, SubGroup
+from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.pytorch import PyTorchGrouper
 
 TYPE = "training.kubeflow.org/replica-type"
@@ -57,12 +57,6 @@ def run(the_job: Obj, the_pod: Obj | None = None) -> PodGroupMetadata:
     md = PyTorchGrouper().metadata(context(the_pod or ppod(), the_job))
     assert md is not None
     return md
-
-
-def sg(md: PodGroupMetadata, name: str) -> SubGroup:
-    found = [s for s in md.sub_groups if s.name == name]
-    assert len(found) == 1, f"{name} not in {[s.name for s in md.sub_groups]}"
-    return found[0]
 
 
 # ---------------------------------------------------------------- §5.5 minMember
@@ -116,7 +110,7 @@ def test_OnlyWorkerWithMinAvailable() -> None:
 def test_SubGroups_MasterAndWorker() -> None:
     md = run(job(), ppod("master", name="test-pod-master-0"))
     assert len(md.sub_groups) == 2
-    master, worker = sg(md, "master"), sg(md, "worker")
+    master, worker = sub_group(md, "master"), sub_group(md, "worker")
     assert (master.min_member, master.pods) == (2, ["test-pod-master-0"])
     assert (worker.min_member, worker.pods) == (4, [])
     assert master.parent is None and worker.parent is None
@@ -125,20 +119,20 @@ def test_SubGroups_MasterAndWorker() -> None:
 def test_SubGroups_WorkerPod() -> None:
     md = run(job(), ppod("worker", name="test-pod-worker-0"))
     assert len(md.sub_groups) == 2
-    assert sg(md, "master").pods == []
-    assert sg(md, "worker").pods == ["test-pod-worker-0"]
+    assert sub_group(md, "master").pods == []
+    assert sub_group(md, "worker").pods == ["test-pod-worker-0"]
 
 
 def test_SubGroups_OnlyMaster() -> None:
     md = run(job(worker=None), ppod("master", name="test-pod-master-0"))
     assert [s.name for s in md.sub_groups] == ["master"]
-    assert sg(md, "master").pods == ["test-pod-master-0"]
+    assert sub_group(md, "master").pods == ["test-pod-master-0"]
 
 
 def test_SubGroups_OnlyWorker() -> None:
     md = run(job(master=None), ppod("worker", name="test-pod-worker-0"))
     assert [s.name for s in md.sub_groups] == ["worker"]
-    assert sg(md, "worker").pods == ["test-pod-worker-0"]
+    assert sub_group(md, "worker").pods == ["test-pod-worker-0"]
 
 
 def test_SubGroups_PodWithoutReplicaTypeLabel() -> None:
@@ -155,16 +149,16 @@ def test_Segments_HappyFlow_4Workers_2PerSegment() -> None:
     md = run(the_job, ppod("master", "0", name="test-job-master-0", annotations={SEG: "2"}))
     assert md.min_member == 5
     assert len(md.sub_groups) == 4
-    assert (sg(md, "master").min_member, sg(md, "master").pods) == (1, ["test-job-master-0"])
-    worker = sg(md, "worker")
+    assert (sub_group(md, "master").min_member, sub_group(md, "master").pods) == (1, ["test-job-master-0"])
+    worker = sub_group(md, "worker")
     assert (worker.min_member, worker.min_sub_group) == (None, 2)
-    assert sg(md, "worker-0").parent == "worker" and sg(md, "worker-1").parent == "worker"
+    assert sub_group(md, "worker-0").parent == "worker" and sub_group(md, "worker-1").parent == "worker"
 
     md = run(the_job, ppod("worker", "0", name="test-job-worker-0", annotations={SEG: "2"}))
     assert len(md.sub_groups) == 4
-    assert sg(md, "worker-0").pods == ["test-job-worker-0"]
+    assert sub_group(md, "worker-0").pods == ["test-job-worker-0"]
     md = run(the_job, ppod("worker", "2", name="test-job-worker-2", annotations={SEG: "2"}))
-    assert sg(md, "worker-1").pods == ["test-job-worker-2"]
+    assert sub_group(md, "worker-1").pods == ["test-job-worker-2"]
     assert md.spec()["subGroups"][1] == {"name": "worker", "minSubGroup": 2}
 
 
@@ -173,19 +167,19 @@ def test_Segments_5Workers_2PerSegment() -> None:
     md = run(the_job, ppod("worker", "0", name="test-job-worker-0", annotations={SEG: "2"}))
     assert md.min_member == 6
     assert len(md.sub_groups) == 5
-    assert sg(md, "worker").min_sub_group == 3 and sg(md, "worker").min_member is None
-    assert [(sg(md, f"worker-{i}").min_member, sg(md, f"worker-{i}").pods) for i in range(3)] == [
+    assert sub_group(md, "worker").min_sub_group == 3 and sub_group(md, "worker").min_member is None
+    assert [(sub_group(md, f"worker-{i}").min_member, sub_group(md, f"worker-{i}").pods) for i in range(3)] == [
         (2, ["test-job-worker-0"]), (2, []), (1, [])]
     md = run(the_job, ppod("worker", "4", name="test-job-worker-4", annotations={SEG: "2"}))
-    assert sg(md, "worker-2").pods == ["test-job-worker-4"]
+    assert sub_group(md, "worker-2").pods == ["test-job-worker-4"]
 
 
 def test_Segments_ElasticMinReplicas() -> None:
     md = run(job(1, 8, min_replicas=5, worker_annotations={SEG: "2"}),
              ppod("worker", "0", annotations={SEG: "2"}))
     assert md.min_member == 5
-    assert sg(md, "worker").min_sub_group == 4
-    assert [sg(md, f"worker-{i}").min_member for i in range(4)] == [2, 2, 0, 0]
+    assert sub_group(md, "worker").min_sub_group == 4
+    assert [sub_group(md, f"worker-{i}").min_member for i in range(4)] == [2, 2, 0, 0]
 
 
 def test_Segments_MalformedAnnotation() -> None:
@@ -204,7 +198,7 @@ def test_Segments_MalformedAnnotationInTemplate() -> None:
 def test_Segments_SegmentSizeFromPodTemplate() -> None:
     md = run(job(1, 4, worker_annotations={SEG: "2"}), ppod("worker", "1", name="test-job-worker-1"))
     assert len(md.sub_groups) == 4
-    assert sg(md, "worker-0").pods == ["test-job-worker-1"]
+    assert sub_group(md, "worker-0").pods == ["test-job-worker-1"]
 
 
 def test_Segments_NegativeReplicaIndex() -> None:
@@ -220,11 +214,11 @@ def test_Segments_ExceedsMaxAllowedSegmentation() -> None:
 
 def test_Segments_ExactlyMaxAllowedSegmentation() -> None:
     md = run(job(1, 10000, worker_annotations={SEG: "1"}), ppod("worker", "9999", name="w"))
-    assert sg(md, "worker").min_sub_group == 10000 and sg(md, "worker-9999").pods == ["w"]
+    assert sub_group(md, "worker").min_sub_group == 10000 and sub_group(md, "worker-9999").pods == ["w"]
 
 
 def _topology(md: PodGroupMetadata, name: str) -> tuple[str, str, str] | None:
-    t = sg(md, name).topology
+    t = sub_group(md, name).topology
     return None if t is None else (t.topology, t.required_level, t.preferred_level)
 
 
@@ -234,7 +228,7 @@ def test_Segments_WithTopologyConstraints() -> None:
     assert len(md.sub_groups) == 4
     assert _topology(md, "worker-0") == _topology(md, "worker-1") == ("cluster-topology", "rack", "node")
     assert _topology(md, "worker") is None and _topology(md, "master") is None
-    assert sg(md, "worker-0").topology is not sg(md, "worker-1").topology
+    assert sub_group(md, "worker-0").topology is not sub_group(md, "worker-1").topology
 
 
 def test_Segments_TopologyFromRootAnnotation() -> None:
@@ -274,7 +268,7 @@ def test_Segments_TopologyFromTemplate() -> None:
 def test_Segments_ZeroWorkersFallsBackToLeaf() -> None:
     md = run(job(1, 0, min_available=1, worker_annotations={SEG: "2"}),
              ppod("master", "0", annotations={SEG: "2"}))
-    worker = sg(md, "worker")
+    worker = sub_group(md, "worker")
     assert worker.min_sub_group is None and worker.min_member == 0
     assert [s.name for s in md.sub_groups] == ["master", "worker"]
 
@@ -298,7 +292,7 @@ def test_Segments_TemplateSizeNotPositive(value: str) -> None:
 
 def test_Segments_PodAnnotationWinsOverTemplate() -> None:
     md = run(job(1, 4, worker_annotations={SEG: "4"}), ppod("worker", "3", name="w", annotations={SEG: "1"}))
-    assert sg(md, "worker").min_sub_group == 4 and sg(md, "worker-3").pods == ["w"]
+    assert sub_group(md, "worker").min_sub_group == 4 and sub_group(md, "worker-3").pods == ["w"]
 
 
 def test_Segments_WorkerWithoutIndexLabel() -> None:
@@ -314,7 +308,7 @@ def test_Segments_WorkerWithNonIntegerIndex() -> None:
 
 def test_Segments_MasterPodNeedsNoIndex() -> None:
     md = run(job(1, 4, worker_annotations={SEG: "2"}), ppod("master", name="m"))
-    assert sg(md, "master").pods == ["m"]
+    assert sub_group(md, "master").pods == ["m"]
 
 
 def test_Segments_WorkerIndexBeyondReplicasJoinsNoSegment() -> None:

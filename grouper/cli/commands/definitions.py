@@ -140,16 +140,8 @@ def run_validate(args: argparse.Namespace) -> int:
                 load_errors.append({"source": str(f), "field": None, "message": "no Karta definition in file"})
             checked.extend(_check(d, str(f)) for d in defs)
     if args.cluster:
-        from grouper.describe.live import ClusterError, LiveCluster
-
-        try:
-            cluster = LiveCluster.connect(args.kubeconfig, args.context)
-            try:
-                objs = cluster.list_kartas()
-            finally:
-                cluster.close()
-        except ClusterError as e:
-            print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
+        objs = _cluster_kartas(args)
+        if objs is None:
             return EXIT_USAGE
         for obj in objs:
             name = str((obj.get("metadata") or {}).get("name") or "")
@@ -164,6 +156,21 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         print(_validate_text(checked, load_errors, ok), end="")
     return EXIT_OK if ok else EXIT_INVALID
+
+
+def _cluster_kartas(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """The cluster's Karta objects (``--kubeconfig`` / ``--context``); None, said on stderr, when unreadable."""
+    from grouper.describe.live import ClusterError, LiveCluster
+
+    try:
+        cluster = LiveCluster.connect(args.kubeconfig, args.context)
+        try:
+            return cluster.list_kartas()
+        finally:
+            cluster.close()
+    except ClusterError as e:
+        print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
+        return None
 
 
 def _issue_text(kind: str, i: dict[str, Any]) -> str:
@@ -204,16 +211,8 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     registry = DefinitionRegistry(definitions_dir)
     if args.cluster:
-        from grouper.describe.live import ClusterError, LiveCluster
-
-        try:
-            cluster = LiveCluster.connect(args.kubeconfig, args.context)
-            try:
-                objs = cluster.list_kartas()
-            finally:
-                cluster.close()
-        except ClusterError as e:
-            print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
+        objs = _cluster_kartas(args)
+        if objs is None:
             return EXIT_USAGE
         for obj in objs:
             registry.upsert_cluster_object(obj)

@@ -15,18 +15,12 @@ import json
 import sys
 from typing import Any
 
-from grouper.cli.commands.get import ServerError, add_target_flags, server_get
-from grouper.cli.common import add_grouping_flags, default_definitions_dir, grouping_config
+from grouper.cli.commands.get import ServerError, server_get
+from grouper.cli.common import add_grouping_flags, add_target_flags, default_definitions_dir, grouping_config
 from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader, LiveLookups
+from grouper.core.grouping import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.model import objects as o
 
-POD_GROUP_ANNOTATION = "pod-group-name"
-
-
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 EXIT_OK, EXIT_ERROR, EXIT_NOT_FOUND = 0, 1, 3
 
 FIELD_WORDS = {
@@ -198,14 +192,14 @@ def from_cluster(args: argparse.Namespace, reader: KubeReader, namespace: str
     decision = Grouper(config, _registry(reader, args)).decide(pod, LiveLookups(reader, config))
     rec = decision.to_record()
     rec["lastError"] = None
-    actual = {"podGroup": _annotations(pod).get(POD_GROUP_ANNOTATION),
+    actual = {"podGroup": o.annotations(pod).get(POD_GROUP_ANNOTATION),
               "subGroup": o.labels(pod).get(SUBGROUP_LABEL)}
     pg_view = None
     md = decision.pod_group
     if md is not None:
         members: dict[str | None, list[str]] = {}
         for p in reader.list_items(f"/api/v1/namespaces/{namespace}/pods"):
-            if _annotations(p).get(POD_GROUP_ANNOTATION) == md.name or o.name(p) == args.pod:
+            if o.annotations(p).get(POD_GROUP_ANNOTATION) == md.name or o.name(p) == args.pod:
                 sub = decision.sub_group if o.name(p) == args.pod else o.labels(p).get(SUBGROUP_LABEL)
                 members.setdefault(sub, []).append(o.name(p))
         children = {sg.parent for sg in md.sub_groups if sg.parent}

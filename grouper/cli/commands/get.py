@@ -17,29 +17,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from grouper.cli.common import add_target_flags
 from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader
+from grouper.core.grouping import POD_GROUP_ANNOTATION
 from grouper.model import objects as o
-
-POD_GROUP_ANNOTATION = "pod-group-name"
-
-
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class ServerError(RuntimeError):
     """The grouper's HTTP API could not be reached or answered with an error."""
-
-
-def add_target_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", metavar="URL",
-                   help="a running grouper's HTTP API (e.g. http://localhost:8080); default: read the cluster")
-    p.add_argument("--token-file", metavar="FILE",
-                   help="bearer token for --server (when it runs with --http-auth-token-file)")
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
-    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -110,7 +97,7 @@ def podgroups_from_cluster(reader: KubeReader, namespace: str | None) -> list[di
     pods = reader.list_items(f"/api/v1{ns_path}/pods")
     assigned: dict[tuple[str, str], int] = {}
     for pod in pods:
-        pg_name = _annotations(pod).get(POD_GROUP_ANNOTATION)
+        pg_name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
         if pg_name:
             key = (o.namespace(pod), pg_name)
             assigned[key] = assigned.get(key, 0) + 1
