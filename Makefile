@@ -40,6 +40,7 @@ test: venv cluster
 lint: venv
 	$(VENV)/bin/ruff check grouper tests
 	$(VENV)/bin/mypy grouper
+	$(VENV)/bin/lint-imports
 
 demo: venv cluster
 	$(PY) -m grouper.demo

@@ -160,7 +160,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def _cluster_kartas(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """The cluster's Karta objects (``--kubeconfig`` / ``--context``); None, said on stderr, when unreadable."""
-    from grouper.describe.live import ClusterError, LiveCluster
+    from grouper.cli.live_cluster import ClusterError, LiveCluster
 
     try:
         cluster = LiveCluster.connect(args.kubeconfig, args.context)

@@ -193,8 +193,8 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
 
 
 def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir: Path | None) -> int:
+    from grouper.cli.live_cluster import ClusterError, Forbidden, KindNotResolved, LiveCluster, NotFound
     from grouper.describe import build_describe
-    from grouper.describe.live import ClusterError, Forbidden, KindNotResolved, LiveCluster, NotFound
     from grouper.karta import KartaEvalError
 
     kind, wanted = target

@@ -1,6 +1,6 @@
 """Reading a workload, its pods and their intermediate owners from a cluster (``grouper describe
-KIND/NAME``, ``grouper definitions --cluster``). The only module of ``grouper.describe`` that
-talks to an API server; everything it returns is plain dicts.
+KIND/NAME``, ``grouper definitions --cluster``). Kept out of ``grouper.describe`` so that package
+stays pure; everything it returns is plain dicts.
 
 Uses the official ``kubernetes`` client for configuration and transport (kubeconfig, else the
 in-cluster service account) and plain REST paths with JSON decoding, so any kind works without
