@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import jq  # noqa: E402
+import yaml  # noqa: E402
 
 from grouper.karta import Evaluator, KartaDefinition, KartaEvalError, apply_gang, load_dir  # noqa: E402
 from grouper.karta.jqrun import OBJECT_TEXTS, PROGRAMS, serialize  # noqa: E402
@@ -396,7 +397,20 @@ def sample_inferenceservice() -> tuple[Obj, list[Obj]]:
     return obj, [pod({"component": "predictor", "serving.kserve.io/inferenceservice": "train"})]
 
 
+def sample_from_fixture(name: str, kind: str) -> Callable[[], tuple[Obj, list[Obj]]]:
+    """A realistic running workload and its pods from the catalog tests' fixtures."""
+
+    def load() -> tuple[Obj, list[Obj]]:
+        path = Path(__file__).resolve().parents[1] / "tests" / "catalog" / "fixtures" / name / "running.yaml"
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        return next(d for d in docs if d["kind"] == kind), [d for d in docs if d["kind"] == "Pod"]
+
+    return load
+
+
 SAMPLES: dict[GVK, Callable[[], tuple[Obj, list[Obj]]]] = {
+    GVK("milvus.io", "v1beta1", "Milvus"): sample_from_fixture("milvus", "Milvus"),
+    GVK("grove.io", "v1alpha1", "PodCliqueSet"): sample_from_fixture("podcliqueset", "PodCliqueSet"),
     GVK("kubeflow.org", "v1", "TFJob"): sample_kubeflow(
         "TFJob",
         "kubeflow.org/v1",
@@ -536,11 +550,18 @@ def main() -> None:
         if make is None or defn.gang is None:
             skipped.append(f"{defn.name} ({defn.origin}): no sample workload")
             continue
-        obj, pods = make()
-        try:
-            decision(Evaluator(defn), obj, pods[0])
-        except KartaEvalError as e:
-            skipped.append(f"{defn.name} ({defn.origin}): {e}")
+        obj, all_pods = make()
+        # Only pods the definition models (a fixture may hold others, e.g. Helm-installed dependencies).
+        probe, pods = Evaluator(defn), []
+        error: KartaEvalError | None = None
+        for p in all_pods:
+            try:
+                decision(probe, obj, p)
+                pods.append(p)
+            except KartaEvalError as e:
+                error = e
+        if not pods:
+            skipped.append(f"{defn.name} ({defn.origin}): {error}")
             continue
         cells: dict[str, Cell] = {}
         PROGRAMS.enabled = True
