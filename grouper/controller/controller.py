@@ -42,7 +42,7 @@ from grouper.controller.reconciler import Reconciler, Result, is_terminal
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
 from grouper.core.owner_chain import resolve_owners
-from grouper.karta import DefinitionRegistry
+from grouper.karta import DefinitionRegistry, LoadedDefinition
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.kube.transport import KubeClient
@@ -51,11 +51,12 @@ from grouper.model.errors import GroupingError
 from grouper.model.objects import GVK, Obj
 from grouper.observability.logging import log_context
 from grouper.observability.metrics import Metrics
-from grouper.writer.events import EventRecorder
+from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.podgroups import PodGroupWriter
 from grouper.writer.pods import PodPatcher
 
 log = logging.getLogger(__name__)
+INVALID_KARTA_REASON = "InvalidKarta"
 
 # Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
 STATUS_READING_GROUPS = frozenset({"ray.io"})
@@ -500,12 +501,27 @@ class Controller:
             if etype == DELETED:
                 reg.remove_cluster_object(o.name(obj))
             else:
-                reg.upsert_cluster_object(obj)
+                self._report_invalid_karta(obj, reg.upsert_cluster_object(obj), reg)
         except Exception:
             log.exception("cannot load Karta %s", o.name(obj))
         self.update_karta_metrics()
         if synced:
             self.resync_all()
+
+    def _report_invalid_karta(self, obj: Obj, loaded: LoadedDefinition | None, reg: DefinitionRegistry) -> None:
+        """An unusable cluster Karta is never fatal: its kind falls back to the default grouper. Say so
+        in the log and as a Warning Event on the Karta (the metric and /definitions show it too)."""
+        name = o.name(obj)
+        if loaded is None:
+            problem = str(reg.cluster_errors().get(name, "cannot be parsed"))
+        elif not loaded.report.ok:
+            problem = "; ".join(str(issue) for issue in loaded.report.errors)
+        else:
+            return
+        message = f"Karta {name} is invalid and is not used: {problem}"
+        log.warning(message, extra={"karta": name})
+        involved = InvolvedObject("run.ai/v1alpha1", "Karta", "", name, o.uid(obj))
+        self._spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
 
     def update_karta_metrics(self) -> None:
         """``podgrouper_karta_definitions{origin,state}``; cluster Kartas that failed to load count as invalid."""

@@ -193,6 +193,11 @@ def test_invalid_karta_falls_back_and_is_explained(env: Env) -> None:
     assert not broken["valid"] and not broken["active"]
     assert broken["gvk"]["kind"] == "SparkApplication"
     assert broken["errors"][0]["expression"] == ".spec | .."
+    # ... and the Karta itself carries a Warning Event that names the field and the expression.
+    events = env.kube.list("/api/v1/namespaces/default/events",
+                           field_selector=f"involvedObject.name={karta_name('spark-broken', env.namespace)}")
+    assert any(e["reason"] == "InvalidKarta" and e["type"] == "Warning" and ".spec | .." in e["message"]
+               for e in events), events
     good = defs[karta_name("batchling", env.namespace)]
     assert good["valid"] and good["active"] and good["origin"].startswith("cluster:")
     assert defs["jobset-x-k8s-io-jobset-v1alpha2"]["origin"].startswith("builtin:")
