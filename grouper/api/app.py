@@ -7,7 +7,8 @@ that one workload from the API server.
 
 - ``GET /healthz`` / ``GET /readyz`` — liveness / readiness with each check named (503 when failing).
 - ``GET /metrics`` — Prometheus text format, OpenMetrics when the ``Accept`` header asks for it.
-- ``GET /podgroups`` — managed PodGroups, filtered and paginated; ``GET /podgroups/{ns}/{name}`` — one in full.
+- ``GET /podgroups`` — managed PodGroups, filtered and paginated, plus ``errors``: workloads that failed to
+  group (no PodGroup); ``GET /podgroups/{ns}/{name}`` — one in full.
 - ``GET /pods/{ns}/{name}`` — one pod's decision record (what ``grouper explain --server`` prints).
 - ``GET /workloads/{ns}/{kind}/{name}`` — the describe tree of one workload.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
@@ -190,7 +191,11 @@ def create_app(service_state: Any) -> FastAPI:
             str | None, Query(alias="continue", description="Token from the previous page's `continue`")
         ] = None,
     ) -> PodGroupList:
-        """The PodGroups this grouper manages, ordered by namespace and name."""
+        """The PodGroups this grouper manages, ordered by namespace and name.
+
+        ``errors`` lists the workloads that failed to group and so have no PodGroup here (namespace and kind
+        filters only; not paginated, at most 100).
+        """
         try:
             selector = parse_selector(label_selector)
         except SelectorError as e:
@@ -204,7 +209,9 @@ def create_app(service_state: Any) -> FastAPI:
                 after = decode_token(continue_, fingerprint)
             except TokenError as e:
                 raise HTTPException(422, f"query parameter continue: {e}") from e
-        matches = views.matching_podgroups(ListFilters(namespace, kind, plugin, queue, selector))
+        filters = ListFilters(namespace, kind, plugin, queue, selector)
+        matches = views.matching_podgroups(filters)
+        errors = views.workload_errors(filters, (rec for rec, _, _ in matches))
         if after is not None:
             matches = [m for m in matches if (str(m[0].get("namespace")), str(m[0].get("name"))) > after]
         page = matches[:limit]
@@ -213,7 +220,7 @@ def create_app(service_state: Any) -> FastAPI:
         token = None
         if len(matches) > limit and items:
             token = encode_token((items[-1].namespace, items[-1].name), fingerprint)
-        return PodGroupList.model_validate({"items": items, "continue": token})
+        return PodGroupList.model_validate({"items": items, "errors": errors, "continue": token})
 
     @app.get("/podgroups/{namespace}/{name}", response_model=PodGroupDetail, responses=_NOT_FOUND,
              tags=["podgroups"])

@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["leader", "standby", "single"]
 
+ERRORS_LIMIT = 100  # entries of PodGroupList.errors
+ERROR_PODS_LIMIT = 20  # pod names per WorkloadError
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -73,8 +76,31 @@ class PodGroupSummary(_Model):
     )
 
 
+class WorkloadError(_Model):
+    """A workload whose pods failed to group and that has no PodGroup among the listed items.
+
+    One per workload (top owner); a pod whose owners cannot be resolved (e.g. ``OwnerNotFound``) is its own
+    workload (``v1`` ``Pod``). ``reason`` and ``message`` are those of its newest failing pod decision.
+    """
+
+    workload: WorkloadRef
+    namespace: str
+    reason: str = Field(description="Bounded reason token of the decision error, e.g. InvalidWorkload")
+    message: str = Field(description="The decision's message; it names the object and the field at fault")
+    time: str | None = Field(None, description="RFC 3339 time the error was last seen")
+    pods: list[str] = Field(description=f"Names of the failing pods, sorted, at most {ERROR_PODS_LIMIT}")
+    podCount: int = Field(description="How many pods of the workload failed (may exceed len(pods))")
+
+
 class PodGroupList(_Model):
     items: list[PodGroupSummary]
+    errors: list[WorkloadError] = Field(
+        default_factory=list,
+        description="Workloads that failed to group and have no PodGroup among the items of this query (on any "
+        "page). Only the namespace and kind filters apply to them (plugin, queue and labelSelector describe a "
+        f"PodGroup they lack). Not paginated: the same on every page, sorted by namespace, kind and name, at most "
+        f"{ERRORS_LIMIT} entries.",
+    )
     continue_: str | None = Field(
         None, alias="continue", description="Opaque token for the next page; absent on the last page"
     )

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from grouper.api.models import (
+    ERROR_PODS_LIMIT,
+    ERRORS_LIMIT,
     DecisionRecord,
     DefinitionIssue,
     DefinitionList,
@@ -30,6 +32,7 @@ from grouper.api.models import (
     PodInfo,
     PodRef,
     SubGroupView,
+    WorkloadError,
     WorkloadRef,
 )
 from grouper.api.selectors import Selector
@@ -320,6 +323,42 @@ class Views:
                 continue
             out.append((rec, desired, pod_recs))
         out.sort(key=lambda t: (str(t[0].get("namespace") or ""), str(t[0].get("name") or "")))
+        return out
+
+    def workload_errors(self, f: ListFilters, listed: Iterable[dict[str, Any]]) -> list[WorkloadError]:
+        """Workloads whose latest pod decisions failed and that own none of the ``listed`` PodGroup records.
+
+        Only ``f.namespace`` and ``f.kind`` apply. Pods without a top owner (their owner chain could not be
+        resolved) are their own workload, kind Pod. Sorted by namespace, kind, name; at most ``ERRORS_LIMIT``.
+        """
+        covered = {str(r.get("workload") or "") for r in listed} - {""}
+        failing: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+        for r in self.state.decision_source().pods(f.namespace):
+            if r.get("outcome") != "error" or str(r.get("workload") or "") in covered:
+                continue
+            pod = r.get("pod") or {}
+            top = r.get("topOwner")
+            src = top if isinstance(top, dict) and top.get("kind") else {
+                "apiVersion": "v1", "kind": "Pod", "name": pod.get("name")}
+            ref = WorkloadRef(apiVersion=str(src.get("apiVersion") or ""), kind=str(src.get("kind") or ""),
+                              name=str(src.get("name") or ""))
+            if f.kind and not kind_matches(f.kind, ref.apiVersion, ref.kind):
+                continue
+            failing.setdefault((str(pod.get("namespace") or ""), ref.kind, ref.name, ref.apiVersion), []).append(r)
+        out = []
+        for (ns, kind, name, api_version), recs in sorted(failing.items())[:ERRORS_LIMIT]:
+            newest = max(recs, key=lambda r: (str(r.get("lastErrorTime") or r.get("decidedAt") or ""),
+                                              str((r.get("pod") or {}).get("name") or "")))
+            pods = sorted(str((r.get("pod") or {}).get("name") or "") for r in recs)
+            out.append(WorkloadError(
+                workload=WorkloadRef(apiVersion=api_version, kind=kind, name=name),
+                namespace=ns,
+                reason=str(newest.get("reason") or ""),
+                message=str(newest.get("message") or ""),
+                time=newest.get("lastErrorTime") or newest.get("decidedAt"),
+                pods=pods[:ERROR_PODS_LIMIT],
+                podCount=len(pods),
+            ))
         return out
 
     def summary(self, objects: ObjectSource, rec: dict[str, Any], desired: Obj,

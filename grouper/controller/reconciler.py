@@ -126,14 +126,31 @@ class Reconciler:
             return None
         return sorted(live, key=o.name), terminal
 
-    async def _decide(self, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
+    async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
         lookups = self.cache.lookups()
+        if self._sandboxed(wl):
+            # A cluster Karta runs in a worker process that may take up to its query timeout on a
+            # hostile definition: wait for it off the event loop so no other workload, watch or probe
+            # stalls. Cache reads from the thread are plain dict lookups, safe under the GIL.
+            decided = await asyncio.to_thread(lambda: [(pod, self.grouper.decide(pod, lookups)) for pod in pods])
+            return decided, lookups
         out = []
         for i, pod in enumerate(pods):
             out.append((pod, self.grouper.decide(pod, lookups)))
             if i % 64 == 63:
                 await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
         return out, lookups
+
+    def _sandboxed(self, wl: WorkloadKey) -> bool:
+        """Whether the workload's kind is described by a cluster Karta (evaluated in the sandbox)."""
+        reg = self.grouper.definitions
+        if reg is None or not self.grouper.config.generic_karta_fallback:
+            return False
+        return any(
+            ld.definition.origin.startswith("cluster:")
+            and (ld.definition.gvk.group, ld.definition.gvk.kind) == (wl.group, wl.kind)
+            for ld in reg.all()
+        )
 
     async def _ensure_kinds(self, kinds: set[GVK]) -> bool:
         """Start informers for kinds grouping asked for; True when every one reached a final state."""
@@ -149,7 +166,7 @@ class Reconciler:
             self.store.forget_workload(str(wl))
             return Result("ok")
         pods, terminal = found
-        decided, lookups = await self._decide(pods)
+        decided, lookups = await self._decide(wl, pods)
         if lookups.misses:
             return Result(
                 "requeue" if await self._ensure_kinds(lookups.misses) else "error",

@@ -18,8 +18,10 @@ from grouper.api.state import AppState, HealthSnapshot
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
+from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
+from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.plan import plan
 from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
@@ -153,6 +155,27 @@ def example_objects() -> list[dict[str, Any]]:
     return objs
 
 
+def record(store: DecisionStore, decisions: list[Decision],
+           merged: list[MergedPodGroup] | None = None) -> list[dict[str, Any]]:
+    """Record decisions and their merged PodGroups like the reconciler does; returns the PodGroups as stored."""
+    for d in decisions:
+        wl = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner else WorkloadKey.of_pod(
+            d.pod_namespace, d.pod_name)
+        store.record_decision(d, str(wl))
+        if d.outcome == "grouped":
+            store.record_pod_patched(d.pod_namespace, d.pod_name, "patched")
+    stored = []
+    for i, m in enumerate(merge_pod_groups(decisions) if merged is None else merged):
+        md = m.metadata
+        wl = WorkloadKey.of_ref(md.owner, md.namespace)
+        store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
+                               operation="created", pods=[d.pod_name for d in m.decisions], notes=m.notes)
+        pg = md.to_object()
+        pg["metadata"]["resourceVersion"] = str(1000 + i)
+        stored.append(pg)
+    return stored
+
+
 def build_world(*, with_spark: bool = True, config: GroupingConfig | None = None) -> World:
     """Decide every example pod and record the outcome like the reconciler does."""
     registry = DefinitionRegistry(DEFINITIONS)
@@ -169,21 +192,7 @@ def build_world(*, with_spark: bool = True, config: GroupingConfig | None = None
     result = plan(copy.deepcopy(objects), grouper)
 
     store = DecisionStore()
-    for d in result.decisions:
-        wl = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner else WorkloadKey.of_pod(
-            d.pod_namespace, d.pod_name)
-        store.record_decision(d, str(wl))
-        if d.outcome == "grouped":
-            store.record_pod_patched(d.pod_namespace, d.pod_name, "patched")
-    stored = []
-    for i, m in enumerate(result.pod_groups):
-        md = m.metadata
-        wl = WorkloadKey.of_ref(md.owner, md.namespace)
-        store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
-                               operation="created", pods=[d.pod_name for d in m.decisions], notes=m.notes)
-        pg = md.to_object()
-        pg["metadata"]["resourceVersion"] = str(1000 + i)
-        stored.append(pg)
+    stored = record(store, result.decisions, result.pod_groups)
     lookups = InMemoryLookups([*objects, *stored])
     health = FakeHealth()
     state = AppState(metrics=Metrics(), store=store, grouper=grouper, definitions=registry, objects=lookups,
@@ -194,3 +203,19 @@ def build_world(*, with_spark: bool = True, config: GroupingConfig | None = None
 def pod_names(world: World, kind: str) -> list[str]:
     return sorted(o.name(x) for x in world.objects if x["kind"] == "Pod"
                   and any(r["kind"] == kind for r in o.owner_references(x)))
+
+
+def batch_objects() -> list[dict[str, Any]]:
+    """Job ``broken`` (bad batch-min-member, 23 pods), Job ``fine`` (2 pods) and a pod whose Job is gone."""
+    def job(name: str, min_member: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job", "spec": {},
+                "metadata": {"name": name, "namespace": "batch", "uid": f"uid-{name}",
+                             "annotations": {"kai.scheduler/batch-min-member": min_member}}}
+
+    def pod(name: str, owner: str) -> dict[str, Any]:
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": owner, "uid": f"uid-{owner}", "controller": True}
+        return {"apiVersion": "v1", "kind": "Pod", "spec": {"schedulerName": "kai-scheduler"},
+                "metadata": {"name": name, "namespace": "batch", "uid": f"uid-{name}", "ownerReferences": [ref]}}
+
+    return [job("broken", "abc"), *(pod(f"broken-{i:02}", "broken") for i in range(23)),
+            job("fine", "2"), pod("fine-0", "fine"), pod("fine-1", "fine"), pod("orphan", "gone")]

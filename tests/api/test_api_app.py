@@ -13,9 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from grouper.api.app import create_app
 from grouper.api.state import AppState, HealthSnapshot
+from grouper.core.lookups import InMemoryLookups
 from grouper.observability.metrics import Metrics
 
-from .fixtures import LAST_APPLIED, SECRET_ENV_VALUE, SPARK_NS, World, pod_names
+from .fixtures import LAST_APPLIED, SECRET_ENV_VALUE, SPARK_NS, World, batch_objects, pod_names, record
 
 JOBSET_PG = ("default", "pg-demo-5c1b2a3e-0000-4000-8000-000000000101")
 PYTORCH_PG = ("team-a", "pg-llama-finetune-5c1b2a3e-0000-4000-8000-000000000801")
@@ -82,7 +83,7 @@ def test_probes_answer_while_the_service_starts() -> None:
         assert c.get("/healthz").status_code == 200
         r = c.get("/readyz")
         assert r.status_code == 503 and "starting" in json.dumps(r.json())
-        assert c.get("/podgroups").json() == {"items": [], "continue": None}
+        assert c.get("/podgroups").json() == {"items": [], "errors": [], "continue": None}
         assert c.get("/definitions").json() == {"items": []}
         assert c.get("/podgroups/a/b").status_code == 404
 
@@ -201,6 +202,46 @@ def test_continue_token_is_bound_to_its_filters(shared_client: TestClient) -> No
     token = shared_client.get("/podgroups", params={"limit": 1, "namespace": "team-a"}).json()["continue"]
     r = shared_client.get("/podgroups", params={"limit": 1, "continue": token})
     assert r.status_code == 422 and "other filters" in r.json()["detail"]
+
+
+def test_list_podgroups_errors_name_workloads_without_podgroup(client: TestClient, world: World) -> None:
+    objects = batch_objects()
+    lookups = InMemoryLookups(objects)
+    record(world.store, [world.state.grouper.decide(p, lookups) for p in objects if p["kind"] == "Pod"])
+
+    body = client.get("/podgroups").json()
+    assert [i["workload"] for i in body["items"] if i["namespace"] == "batch"] \
+        == [{"apiVersion": "batch/v1", "kind": "Job", "name": "fine"}]  # grouped: listed in items, not in errors
+    broken, orphan = body["errors"]
+    assert broken["workload"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "broken"}
+    assert broken["namespace"] == "batch" and broken["reason"] == "InvalidWorkload"
+    assert "Job batch/broken" in broken["message"] and "kai.scheduler/batch-min-member" in broken["message"]
+    assert '"abc"' in broken["message"] and broken["time"].endswith("Z")
+    assert broken["pods"] == [f"broken-{i:02}" for i in range(20)] and broken["podCount"] == 23
+    assert orphan["workload"] == {"apiVersion": "v1", "kind": "Pod", "name": "orphan"}
+    assert orphan["reason"] == "OwnerNotFound" and "Job batch/gone" in orphan["message"]
+    assert orphan["pods"] == ["orphan"] and orphan["podCount"] == 1
+
+    def errors(**params: str) -> list[tuple[str, str]]:
+        r = client.get("/podgroups", params=params)
+        assert r.status_code == 200, r.text
+        return [(e["workload"]["kind"], e["workload"]["name"]) for e in r.json()["errors"]]
+
+    both = [("Job", "broken"), ("Pod", "orphan")]
+    assert errors(namespace="batch") == both and errors(namespace="team-a") == []
+    assert errors(kind="Job") == errors(kind="job.batch") == errors(kind="Job.v1.batch") == [("Job", "broken")]
+    assert errors(kind="pod") == [("Pod", "orphan")] and errors(kind="JobSet") == []
+    # plugin, queue and labelSelector select PodGroups, which these workloads lack: they do not apply
+    assert errors(plugin="jobset") == errors(queue="nope") == errors(labelSelector="tier=batch") == both
+    # not paginated: every page carries the same list
+    page = client.get("/podgroups", params={"limit": 1}).json()
+    assert page["continue"] and page["errors"] == body["errors"]
+    assert client.get("/podgroups", params={"limit": 1, "continue": page["continue"]}).json()["errors"] \
+        == body["errors"]
+
+
+def test_list_podgroups_errors_empty_when_all_grouped(shared_client: TestClient) -> None:
+    assert shared_client.get("/podgroups").json()["errors"] == []
 
 
 # ----------------------------------------------------------------------------------------------- one PodGroup
@@ -424,8 +465,10 @@ def test_openapi_schema_is_complete(shared_client: TestClient) -> None:
     for path, ops in schema["paths"].items():
         assert set(ops) == {"get"}, path
     models = set(schema["components"]["schemas"])
-    assert {"PodGroupList", "PodGroupSummary", "PodGroupDetail", "DecisionRecord", "SubGroupView", "PodInfo",
-            "WorkloadDescribe", "DefinitionList", "DefinitionView", "HealthResponse", "ErrorResponse"} <= models
+    assert {"PodGroupList", "WorkloadError", "PodGroupSummary", "PodGroupDetail", "DecisionRecord", "SubGroupView",
+            "PodInfo", "WorkloadDescribe", "DefinitionList", "DefinitionView", "HealthResponse", "ErrorResponse"} <= models
+    listed = schema["components"]["schemas"]["PodGroupList"]["properties"]
+    assert listed["errors"]["items"] == {"$ref": "#/components/schemas/WorkloadError"}
     params = {p["name"] for p in schema["paths"]["/podgroups"]["get"]["parameters"]}
     assert params == {"namespace", "kind", "plugin", "queue", "labelSelector", "limit", "continue"}
     assert "422" in schema["paths"]["/podgroups"]["get"]["responses"]

@@ -4,7 +4,9 @@
   JobSet controller itself is not running, so the Jobs are created here, owned by the JobSet);
 - PyTorchJob ``llama-finetune`` with its five pods (owned by the job, as the training operator makes them);
 - Batchling ``sim-sweep`` (Karta-only kind) with its Karta and four pods;
-- SparkApplication ``etl`` with an invalid Karta and two pods, which fall back to the default grouper.
+- SparkApplication ``etl`` with an invalid Karta and two pods, which fall back to the default grouper;
+- batch Job ``bad-min-member`` whose ``kai.scheduler/batch-min-member`` is not an integer: its pod (made by
+  the Job controller) cannot be grouped, so the Job has no PodGroup and is listed in ``/podgroups`` ``errors``.
 
 Cluster-scoped Kartas get a per-namespace name so tests do not see each other's definitions.
 """
@@ -89,6 +91,24 @@ def create_spark(kube: Any, namespace: str) -> dict[str, Obj]:
     return _create_family(kube, namespace, objs)
 
 
+BAD_JOB = "bad-min-member"
+
+
+def create_bad_job(kube: Any, namespace: str) -> Obj:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": BAD_JOB, "annotations": {"kai.scheduler/batch-min-member": "abc"}},
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "template": {"spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                                  "containers": [{"name": "c", "image": "registry.example.com/train:1"}]}},
+        },
+    }
+    return kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job)  # type: ignore[no-any-return]
+
+
 def create_karta(kube: Any, karta: Obj) -> Obj:
     return kube.create("/apis/run.ai/v1alpha1/kartas", karta)  # type: ignore[no-any-return]
 
@@ -106,7 +126,9 @@ def pods(kube: Any, namespace: str) -> list[Obj]:
 
 
 __all__ = [
+    "BAD_JOB",
     "batchling_karta",
+    "create_bad_job",
     "create_batchling",
     "create_jobset",
     "create_karta",

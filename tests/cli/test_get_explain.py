@@ -202,3 +202,21 @@ def test_explain_and_get_from_the_cluster(capsys: pytest.CaptureFixture[str], cl
 def test_get_from_cluster_bad_kubeconfig(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(capsys, "get", "podgroups", "--kubeconfig", str(tmp_path / f"{uuid.uuid4()}.yaml"))
     assert code == 1 and "cannot load kubeconfig" in err
+
+
+def test_get_podgroups_reports_workloads_that_could_not_be_grouped(capsys: pytest.CaptureFixture[str]) -> None:
+    from api.fixtures import batch_objects, record
+
+    from grouper.core.lookups import InMemoryLookups
+
+    world = build_world(with_spark=False)
+    objects = batch_objects()
+    lookups = InMemoryLookups(objects)
+    record(world.store, [world.state.grouper.decide(p, lookups) for p in objects if p["kind"] == "Pod"])
+    with ServedApp(world.state) as url:
+        code, out, err = run_cli(capsys, "get", "podgroups", "-n", "batch", "--server", url)
+        assert code == 0 and "Job/fine" in out
+        assert "NOT GROUPED batch/Job/broken (23 pods): InvalidWorkload:" in err
+        assert "kai.scheduler/batch-min-member" in err and "NOT GROUPED batch/Pod/orphan (1 pods)" in err
+        code, out, _ = run_cli(capsys, "get", "podgroups", "-n", "batch", "-o", "json", "--server", url)
+        assert [e["workload"]["name"] for e in json.loads(out)["errors"]] == ["broken", "orphan"]

@@ -2,8 +2,9 @@
 
 One grouper, scoped to one namespace, groups four workloads: a JobSet (pods made by the real Job
 controller), a PyTorchJob, a Karta-only Batchling, and a SparkApplication whose cluster Karta is invalid
-(its pods fall back to the default grouper). Every endpoint is called over HTTP and its content checked
-against the objects in the cluster.
+(its pods fall back to the default grouper); a fifth, a batch Job with a malformed ``batch-min-member``,
+fails to group and shows in ``/podgroups`` ``errors``. Every endpoint is called over HTTP and its content
+checked against the objects in the cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from api.workloads import (
+    BAD_JOB,
     batchling_karta,
+    create_bad_job,
     create_batchling,
     create_jobset,
     create_karta,
@@ -52,8 +55,13 @@ class Env:
         raise AssertionError(f"no PodGroup for a {kind}")
 
 
+def _bad_job_pods(kube: Kube, ns: str) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in pods(kube, ns)
+                  if (p["metadata"].get("labels") or {}).get("job-name") == BAD_JOB)
+
+
 def _all_grouped(kube: Kube, ns: str) -> bool:
-    ps = pods(kube, ns)
+    ps = [p for p in pods(kube, ns) if (p["metadata"].get("labels") or {}).get("job-name") != BAD_JOB]
     return len(ps) == POD_COUNT and all((p["metadata"].get("annotations") or {}).get("pod-group-name") for p in ps)
 
 
@@ -71,7 +79,9 @@ def env(cluster: Any, kube: Kube) -> Iterator[Env]:
             create_pytorchjob(kube, ns)
             create_batchling(kube, ns)
             create_spark(kube, ns)
+            create_bad_job(kube, ns)
             wait_until(lambda: _all_grouped(kube, ns), 60, what=f"{POD_COUNT} pods with their PodGroup")
+            wait_until(lambda: _bad_job_pods(kube, ns), 30, what=f"the pod of Job {BAD_JOB}")
             g.wait_idle(30)
             with httpx.Client(base_url=f"http://127.0.0.1:{g.service.http_port}", timeout=30) as http:
                 yield Env(ns, g, http, kube)
@@ -124,6 +134,22 @@ def test_list_podgroups_matches_the_cluster(env: Env) -> None:
         spec = cluster[i["name"]]["spec"]
         assert (i["minMember"], i["minSubGroup"]) == (spec.get("minMember"), spec.get("minSubGroup"))
         assert i["queue"] == spec.get("queue")
+
+
+def test_list_podgroups_names_the_job_that_failed_to_group(env: Env) -> None:
+    ns = env.namespace
+    body = wait_until(lambda: (b := env.get("/podgroups", namespace=ns).json())["errors"] and b, 30,
+                      what=f"Job {BAD_JOB} in /podgroups errors")
+    assert [e["workload"] for e in body["errors"]] == [{"apiVersion": "batch/v1", "kind": "Job", "name": BAD_JOB}]
+    err = body["errors"][0]
+    assert err["namespace"] == ns and err["reason"] == "InvalidWorkload" and err["time"]
+    assert f"Job {ns}/{BAD_JOB}" in err["message"] and "kai.scheduler/batch-min-member" in err["message"]
+    assert '"abc"' in err["message"]
+    assert err["pods"] == _bad_job_pods(env.kube, ns) and err["podCount"] == 1
+    assert BAD_JOB not in {i["workload"]["name"] for i in body["items"]}
+    assert env.get("/podgroups", namespace=ns, kind="job.batch").json()["errors"] == body["errors"]
+    assert env.get("/podgroups", namespace=ns, kind="JobSet").json()["errors"] == []
+    assert env.get("/podgroups", namespace="elsewhere").json()["errors"] == []
 
 
 def test_list_filters_and_pages(env: Env) -> None:

@@ -47,5 +47,5 @@ def test_bearer_token_guards_all_but_probes(cluster: Any, kube: Kube, namespace:
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
             assert probe(g, path, Authorization="Bearer wrong").status_code == 401
         ok = probe(g, "/podgroups", Authorization="Bearer integration-token")
-        assert ok.status_code == 200 and ok.json() == {"items": [], "continue": None}
+        assert ok.status_code == 200 and ok.json() == {"items": [], "errors": [], "continue": None}
         assert probe(g, "/metrics", Authorization="Bearer integration-token").status_code == 200

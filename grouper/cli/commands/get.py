@@ -75,7 +75,10 @@ def server_get(server: str, path: str, params: dict[str, Any] | None = None, tok
         raise ServerError(f"cannot reach {server}: {getattr(e, 'reason', e)}") from e
 
 
-def podgroups_from_server(server: str, namespace: str | None, token_file: str | None) -> list[dict[str, Any]]:
+def podgroups_from_server(
+    server: str, namespace: str | None, token_file: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The PodGroups, and the workloads the grouper failed to group (the same on every page)."""
     items: list[dict[str, Any]] = []
     params: dict[str, Any] = {"namespace": namespace, "limit": 1000}
     while True:
@@ -83,7 +86,7 @@ def podgroups_from_server(server: str, namespace: str | None, token_file: str | 
         items += body.get("items") or []
         token = body.get("continue")
         if not token:
-            return items
+            return items, list(body.get("errors") or [])
         params["continue"] = token
 
 
@@ -146,11 +149,21 @@ def render_table(items: list[dict[str, Any]], all_namespaces: bool) -> str:
     return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
+def render_errors(errors: list[dict[str, Any]]) -> str:
+    lines = []
+    for e in errors:
+        wl = e.get("workload") or {}
+        lines.append(f"NOT GROUPED {e.get('namespace')}/{wl.get('kind')}/{wl.get('name')} "
+                     f"({e.get('podCount', len(e.get('pods') or []))} pods): {e.get('reason')}: {e.get('message')}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
+    errors: list[dict[str, Any]] = []  # only the grouper's API knows what failed
     try:
         if args.server:
             namespace = None if args.all_namespaces else (args.namespace or "default")
-            items = podgroups_from_server(args.server, namespace, args.token_file)
+            items, errors = podgroups_from_server(args.server, namespace, args.token_file)
         else:
             reader = KubeReader(args.kubeconfig, args.context)
             try:
@@ -162,10 +175,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     if args.output == "json":
-        print(json.dumps({"items": items}, indent=2))
-    elif not items:
+        print(json.dumps({"items": items, "errors": errors}, indent=2))
+        return EXIT_OK
+    if not items:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         print(f"No PodGroups found in {where}.", file=sys.stderr)
     else:
         print(render_table(items, namespace is None))
+    if errors:
+        print(render_errors(errors), file=sys.stderr)
     return EXIT_OK
