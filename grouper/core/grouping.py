@@ -74,7 +74,7 @@ class Grouper:
         return decision
 
     def _decide(self, pod: Obj, lookups: Lookups, d: Decision) -> None:
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"
         if scheduler != self.config.scheduler_name:
             d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
             return

@@ -60,7 +60,7 @@ def podgroup_name(obj: Obj) -> str:
 
 def describe_obj(obj: Obj) -> str:
     """``Kind ns/name``; pods read without TypeMeta still say ``Pod``."""
-    if not obj.get("kind") and "spec" in obj and "containers" in (obj.get("spec") or {}):
+    if not obj.get("kind") and "spec" in obj and isinstance(obj.get("spec"), dict) and "containers" in obj["spec"]:
         obj = with_pod_typemeta(obj)
     return describe(obj)
 

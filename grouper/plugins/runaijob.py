@@ -8,7 +8,7 @@ name is ``pg-<pod name without its last "-suffix">-<jobUID>``, so the pods of on
 from __future__ import annotations
 
 from grouper.core.context import GroupingContext
-from grouper.model.objects import Obj, describe, name, uid
+from grouper.model.objects import Obj, describe, dig, name, uid
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.common import PODGROUP_NAME_PREFIX
 from grouper.plugins.default import default_metadata
@@ -16,7 +16,7 @@ from grouper.plugins.job import legacy_podgroup_exists
 
 
 def legacy_name(job: Obj, pod: Obj) -> str:
-    parallelism = (job.get("spec") or {}).get("parallelism")
+    parallelism = dig(job, "spec", "parallelism")
     wide = isinstance(parallelism, int) and not isinstance(parallelism, bool) and parallelism > 1
     base = name(pod) if wide else name(job)
     return f"{PODGROUP_NAME_PREFIX}-{base}-{uid(job)}"

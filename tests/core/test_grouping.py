@@ -185,3 +185,11 @@ def test_in_memory_list_filters_by_namespace_and_labels_sorted() -> None:
     got = lookups.list("example.com/v1", "Widget", "ns", {"app": "x"})
     assert [o["metadata"]["name"] for o in got] == ["a", "b"]
     assert len(lookups.list("example.com/v1", "Widget", None)) == 4
+
+
+def test_pod_spec_that_is_not_a_mapping_is_not_an_internal_error() -> None:
+    # Found by the property tests: a malformed pod must not reach the plugins' exception handler.
+    p = pod()
+    p["spec"] = 1
+    d = Grouper(native={}).decide(p, InMemoryLookups())
+    assert (d.outcome, d.reason) == ("skipped", "OtherScheduler")
