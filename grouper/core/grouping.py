@@ -81,10 +81,10 @@ class Grouper:
         if _skips(pod):
             d.reason, d.message = "SkipAnnotation", f"pod annotation {SKIP_ANNOTATION}=true"
             return
-        if not o.owner_references(pod) and o.annotations(pod).get(POD_GROUP_ANNOTATION):
-            d.reason = "ExternallyGrouped"
-            d.message = f"ownerless pod already carries {POD_GROUP_ANNOTATION}"
-            return
+        # KAI leaves an ownerless pod that already names its PodGroup alone (grouped by someone else).
+        # Our own earlier annotation must not count as that, or re-evaluating a bare pod would lose its
+        # decision: the check is made below, once we know the name we would give it.
+        external = "" if o.owner_references(pod) else o.annotations(pod).get(POD_GROUP_ANNOTATION, "")
         try:
             chain = resolve_owners(pod, lookups)
         except GroupingError as exc:
@@ -127,6 +127,11 @@ class Grouper:
         md.name = shorten_name(md.name)
         if md.name != full_name:
             d.notes.append(f"PodGroup name shortened from {len(full_name)} characters: {full_name}")
+        if external and external != md.name:
+            d.pod_group, d.plugin, d.definition, d.definition_origin = None, None, None, None
+            d.reason = "ExternallyGrouped"
+            d.message = f"ownerless pod already carries {POD_GROUP_ANNOTATION}={external}"
+            return
         errors = validate_pod_group(md)
         if errors:
             raise InvalidPodGroup("; ".join(errors))

@@ -193,3 +193,13 @@ def test_pod_spec_that_is_not_a_mapping_is_not_an_internal_error() -> None:
     p["spec"] = 1
     d = Grouper(native={}).decide(p, InMemoryLookups())
     assert (d.outcome, d.reason) == ("skipped", "OtherScheduler")
+
+
+def test_bare_pod_annotated_with_our_own_group_stays_grouped() -> None:
+    # Re-evaluating a bare pod after we annotated it must give the same decision, not "externally grouped".
+    first = Grouper(native={}).decide(pod("bare"), InMemoryLookups())
+    assert first.outcome == "grouped" and first.pod_group is not None
+    again = Grouper(native={}).decide(pod("bare", annotations={"pod-group-name": first.pod_group.name}),
+                                      InMemoryLookups())
+    assert (again.outcome, again.plugin) == ("grouped", "Default Grouper")
+    assert again.pod_group is not None and again.pod_group.name == first.pod_group.name
