@@ -51,7 +51,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from grouper.core.decision import Decision  # noqa: E402
-from grouper.core.grouping import Grouper  # noqa: E402
+from grouper.runtime.composition import build_grouper  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.merge import merge_pod_groups  # noqa: E402
 from grouper.karta import DefinitionRegistry  # noqa: E402
@@ -142,7 +142,7 @@ def make_grouper(kartas: list[dict[str, Any]]) -> tuple[Grouper, DefinitionRegis
     registry = DefinitionRegistry(DEFINITIONS)
     for k in kartas:
         registry.upsert_cluster_object(k)
-    return Grouper(definitions=registry), registry
+    return build_grouper(definitions=registry), registry
 
 
 # ---------------------------------------------------------------- measurements

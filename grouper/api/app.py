@@ -36,7 +36,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from grouper import __version__
 from grouper.api import health
-from grouper.api.adapter import ControllerHealth, controller_live_reader
 from grouper.api.models import (
     DefinitionList,
     DefinitionRef,
@@ -51,7 +50,7 @@ from grouper.api.models import (
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
 from grouper.api.security import OPEN_PATHS, BearerAuth
 from grouper.api.selectors import SelectorError, parse_selector
-from grouper.api.state import HealthSnapshot, StateReader, safe_get
+from grouper.api.state import AppState, HealthSnapshot, StateReader, safe_get
 from grouper.api.views import ListFilters, Views, kind_matches, scrub
 from grouper.model import objects as o
 from grouper.model.objects import Obj
@@ -87,14 +86,13 @@ def _validation_errors(exc: RequestValidationError) -> tuple[str, list[dict[str,
     return "; ".join(parts) or "invalid request", jsonable_encoder(errors)
 
 
-def create_app(service_state: Any) -> FastAPI:
-    """The application over ``service_state``: an :class:`AppState`, or any object with some of its
-    attributes (read on every request, so it may still be filling in while the service starts)."""
+def create_app(service_state: AppState) -> FastAPI:
+    """The application over ``service_state`` (read on every request, so it may still be filling in
+    while the service starts)."""
     state = StateReader(service_state)
     token_file = state.token_file()
     auth = BearerAuth(token_file) if token_file else None
     views = Views(state)
-    default_health = ControllerHealth(state)
     app = FastAPI(
         title="kai-pod-grouper",
         version=__version__,
@@ -110,7 +108,7 @@ def create_app(service_state: Any) -> FastAPI:
     app.state.grouper = service_state
 
     def snapshot() -> HealthSnapshot:
-        return (state.health_override or default_health)()
+        return state.health()
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -262,7 +260,7 @@ def create_app(service_state: Any) -> FastAPI:
             workload = safe_get(objects, av, k, namespace, name)
             if workload is not None:
                 break
-        reader = state.live or controller_live_reader(state)
+        reader = state.live
         if live and reader is not None:
             for av, k in candidates:
                 try:

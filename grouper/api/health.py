@@ -13,9 +13,13 @@ Unlike upstream's plain pings (kai-podgrouper.md §4.4):
 
 ``/readyz`` — count me as up:
 
-- *informers*: the pod and PodGroup informers finished their first LIST and keep watching;
-- *api-server*: an answer from the API server within ``api_contact`` seconds;
-- *role*: ``leader`` / ``standby`` / ``single`` is reported; a standby with warm caches IS ready.
+- *informers*: the pod and PodGroup informers finished their first LIST and their watches are open
+  (a watch down for more than a few seconds fails this check, and after such an outage it passes again
+  only once the informer has re-listed);
+- *api-server*: an answer from the API server within ``api_contact`` seconds (the controller probes
+  ``/livez`` every few seconds on its own connection, so a lost API server fails readiness in seconds);
+- *role*: ``leader`` / ``standby`` / ``single`` is reported. A standby with warm caches and a reachable
+  API server IS ready: it serves the API and takes over the moment it wins the lease.
 
 Both answer 200 ``{"status": "ok"}`` or 503 ``{"status": "failing"}`` with every check and its message.
 """
@@ -63,9 +67,10 @@ def readiness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
     elif not s.started or not s.informers:
         checks.append(Check(name="informers", ok=False, message="starting: caches not synced yet"))
     elif unsynced:
-        checks.append(Check(name="informers", ok=False, message=f"not synced or not watching: {', '.join(unsynced)}"))
+        why = "; ".join(f"{n}: {s.informer_messages.get(n, 'not synced or not watching')}" for n in unsynced)
+        checks.append(Check(name="informers", ok=False, message=why))
     else:
-        checks.append(Check(name="informers", ok=True, message=f"synced: {', '.join(sorted(s.informers))}"))
+        checks.append(Check(name="informers", ok=True, message=f"synced and watching: {', '.join(sorted(s.informers))}"))
     if s.last_api_contact is None:
         checks.append(Check(name="api-server", ok=False, message="API server not reached yet"))
     else:
@@ -73,6 +78,8 @@ def readiness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
         msg = f"last answer {_ago(s.now, s.last_api_contact)}"
         if not fresh:
             msg += f" (limit {limits.api_contact:.0f}s)"
+            if s.api_error:
+                msg += f": {s.api_error}"
         checks.append(Check(name="api-server", ok=fresh, message=msg))
     checks.append(Check(name="role", ok=True, message=f"{s.role} (a standby replica is ready)"))
     return _response(checks, s)

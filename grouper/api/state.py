@@ -8,42 +8,44 @@ controller's objects satisfy; the optional fields let tests (and other embedders
 - :class:`DecisionSource` — ``grouper.controller.decisions.DecisionStore`` (per-pod and per-PodGroup
   records as JSON-able dicts, with their last errors);
 - :class:`ObjectSource` — cache reads without I/O (``Lookups.get``; default: the controller's
-  ``cache.lookups()``; :func:`safe_get` turns "not cached" / "forbidden" into None);
-- :class:`HealthSource` — one :class:`HealthSnapshot` (default: derived from the controller, see
-  :mod:`grouper.api.adapter`);
+  :meth:`ControllerStatus.objects`; :func:`safe_get` turns "not cached" / "forbidden" into None);
+- :class:`HealthSource` — one :class:`HealthSnapshot` (default: the controller's own
+  :meth:`ControllerStatus.health_snapshot`);
 - :data:`LiveReader` — an async GET of one object for ``/workloads/...?live=true`` (default: the
-  controller's client).
+  controller's :meth:`ControllerStatus.read_live`).
 
 The API never writes to any of these and never blocks on the API server (except the live read).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from grouper.core.config import GroupingConfig
 from grouper.model.objects import Obj
+from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
 
 if TYPE_CHECKING:
-    from grouper.controller.controller import Controller
-    from grouper.controller.decisions import DecisionStore
     from grouper.core.grouping import Grouper
 
-Role = Literal["leader", "standby", "single"]
 
 
 class DecisionSource(Protocol):
-    """Read side of the controller's decision store. Every call returns copies (the caller may keep them)."""
+    """Read side of the controller's decision store. Records are read-only (the store replaces, never
+    mutates them), so no call copies the store; each is indexed, none scans the cluster."""
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
+    def pods_of_group(self, namespace: str, pod_group: str) -> list[dict[str, Any]]: ...
+
+    def failing_pods(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
     def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -54,29 +56,6 @@ class ObjectSource(Protocol):
     """Cached objects. May raise for kinds that are not cached or not readable; never does I/O."""
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None: ...
-
-
-@dataclass(frozen=True)
-class HealthSnapshot:
-    """Inputs of ``/healthz`` and ``/readyz``. Times are ``time.monotonic()`` values.
-
-    ``worker_heartbeat``: the last time a queue worker finished a key (None before the first).
-    ``fatal``: set when the service can no longer work (liveness fails with it).
-    ``informers``: required informer name -> synced (and watching); ``informer_errors``: name -> why it
-    gave up. ``last_api_contact``: the last successful answer from the API server.
-    """
-
-    role: Role
-    started: bool = True
-    fatal: str | None = None
-    worker_heartbeat: float | None = None
-    queue_depth: int = 0
-    processing: int = 0
-    informers: dict[str, bool] = field(default_factory=dict)
-    informer_errors: dict[str, str] = field(default_factory=dict)
-    last_api_contact: float | None = None
-    started_at: float = field(default_factory=time.monotonic)
-    now: float = field(default_factory=time.monotonic)
 
 
 class HealthSource(Protocol):
@@ -90,11 +69,11 @@ LiveReader = Callable[[str, str, str | None, str], Awaitable[Obj | None]]
 @dataclass(frozen=True)
 class HealthLimits:
     """``worker_stall``: seconds without worker progress while work waits before ``/healthz`` fails;
-    ``api_contact``: seconds without an API server answer before ``/readyz`` fails (watch bookmarks come
-    about once a minute, lease renewals every 2 s)."""
+    ``api_contact``: seconds without an API server answer before ``/readyz`` fails (the controller probes
+    the API server every few seconds on its own connection, so 15 s means three missed probes)."""
 
     worker_stall: float = 120.0
-    api_contact: float = 120.0
+    api_contact: float = 15.0
 
 
 class _NoDecisions:
@@ -102,6 +81,12 @@ class _NoDecisions:
         return None
 
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def pods_of_group(self, namespace: str, pod_group: str) -> list[dict[str, Any]]:
+        return []
+
+    def failing_pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return []
 
     def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -116,20 +101,33 @@ class _NoObjects:
         return None
 
 
+class ControllerStatus(Protocol):
+    """The small read interface the running controller implements for the API (no other coupling)."""
+
+    def health_snapshot(self) -> HealthSnapshot: ...
+
+    def objects(self) -> ObjectSource: ...
+
+    async def read_live(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None: ...
+
+
+def _starting() -> HealthSnapshot:
+    return HealthSnapshot(role="single", started=False)
+
+
 @dataclass
 class AppState:
-    """The service's state as the API sees it (``create_app`` also accepts any object with some of these
-    attributes, see :class:`StateReader`)."""
+    """The service's state as the API sees it. Created before the controller exists (so probes answer
+    during start-up); ``controller`` is set once the caches are synced. ``objects``, ``health`` and
+    ``live`` override what the controller provides (tests and other embedders)."""
 
-    metrics: Metrics | None = None
-    store: DecisionStore | None = None
-    controller: Controller | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    store: DecisionSource | None = None
+    controller: ControllerStatus | None = None
     grouper: Grouper | None = None
     definitions: Any = None  # grouper.karta.DefinitionRegistry
     settings: Any = None  # grouper.runtime.settings.RunSettings
-    extra: dict[str, Any] = field(default_factory=dict)
     fatal: str | None = None  # set when the service can no longer work (liveness fails)
-    # --- optional overrides; derived from ``controller`` / ``settings`` when None
     objects: ObjectSource | None = None
     health: HealthSource | None = None
     live: LiveReader | None = None
@@ -138,98 +136,80 @@ class AppState:
 
 
 class StateReader:
-    """What the API reads, resolved from an :class:`AppState` — or from any object carrying some of its
-    attributes (``controller``, ``metrics``, ``store``, ``definitions``, ``grouper``, ``settings``,
-    ``fatal``, ``objects``, ``health``, ``live``, ``limits``, ``auth_token_file``). Read on every request,
-    so attributes filled in while the service starts (``controller``) are picked up."""
+    """Typed accessors over an :class:`AppState`, read on every request (the controller appears once
+    the service has started)."""
 
-    def __init__(self, source: Any) -> None:
-        self.source = source
-        self._fallback_registry: CollectorRegistry | None = None
-
-    def _attr(self, name: str) -> Any:
-        return getattr(self.source, name, None)
+    def __init__(self, state: AppState) -> None:
+        self.source = state
 
     @property
-    def controller(self) -> Controller | None:
-        return self._attr("controller")
+    def controller(self) -> ControllerStatus | None:
+        return self.source.controller
 
     @property
     def settings(self) -> Any:
-        return self._attr("settings")
+        return self.source.settings
 
     @property
     def fatal(self) -> str | None:
-        fatal = self._attr("fatal")
-        return str(fatal) if fatal else None
+        return self.source.fatal or None
 
-    @property
-    def health_override(self) -> HealthSource | None:
-        h = self._attr("health")
-        return h if callable(h) else None
+    def health(self) -> HealthSnapshot:
+        s = self.source
+        if s.health is not None:
+            snap = s.health()
+        elif s.controller is not None:
+            snap = s.controller.health_snapshot()
+        else:
+            role: Role = "standby" if getattr(s.settings, "leader_elect", False) else "single"
+            snap = HealthSnapshot(role=role, started=False)
+        if s.fatal and not snap.fatal:
+            snap = HealthSnapshot(**{**snap.__dict__, "fatal": s.fatal})
+        return snap
 
     @property
     def live(self) -> LiveReader | None:
-        return self._attr("live")
+        if self.source.live is not None:
+            return self.source.live
+        return self.source.controller.read_live if self.source.controller is not None else None
 
     @property
     def limits(self) -> HealthLimits:
-        limits = self._attr("limits")
-        return limits if isinstance(limits, HealthLimits) else HealthLimits()
+        return self.source.limits
 
     def registry(self) -> CollectorRegistry:
-        metrics = self._attr("metrics")
-        if metrics is None and self.controller is not None:
-            metrics = self.controller.metrics
-        if metrics is not None:
-            reg: CollectorRegistry = metrics.registry
-            return reg
-        if self._fallback_registry is None:
-            self._fallback_registry = CollectorRegistry()
-        return self._fallback_registry
+        return self.source.metrics.registry
 
     def decision_source(self) -> DecisionSource:
-        store = self._attr("store")
-        if store is not None:
-            return store
-        if self.controller is not None:
-            return self.controller.store
-        return _NoDecisions()
+        return self.source.store if self.source.store is not None else _NoDecisions()
 
     def object_source(self) -> ObjectSource:
-        objects = self._attr("objects")
-        if objects is not None:
-            return objects
-        if self.controller is not None:
-            return self.controller.cache.lookups()
+        if self.source.objects is not None:
+            return self.source.objects
+        if self.source.controller is not None:
+            return self.source.controller.objects()
         return _NoObjects()
 
     def grouper(self) -> Grouper | None:
-        g = self._attr("grouper")
-        if g is None and self.controller is not None:
-            g = self.controller.grouper
-        return g
+        return self.source.grouper
 
     def definition_registry(self) -> Any:
-        defs = self._attr("definitions")
-        if defs is None and self.controller is not None:
-            defs = self.controller.definitions
-        g = self.grouper()
-        if defs is None and g is not None:
-            defs = g.definitions
-        return defs
+        s = self.source
+        if s.definitions is not None:
+            return s.definitions
+        return s.grouper.definitions if s.grouper is not None else None
 
     def grouping_config(self) -> GroupingConfig:
-        g = self.grouper()
-        if g is not None:
-            return g.config
-        if self.settings is not None and hasattr(self.settings, "grouping_config"):
-            cfg: GroupingConfig = self.settings.grouping_config()
+        s = self.source
+        if s.grouper is not None:
+            return s.grouper.config
+        if s.settings is not None and hasattr(s.settings, "grouping_config"):
+            cfg: GroupingConfig = s.settings.grouping_config()
             return cfg
         return GroupingConfig()
 
     def token_file(self) -> str | None:
-        return self._attr("auth_token_file") or getattr(self.settings, "http_auth_token_file", None) or None
+        return self.source.auth_token_file or getattr(self.source.settings, "http_auth_token_file", None) or None
 
 
 def safe_get(source: ObjectSource, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
@@ -242,6 +222,7 @@ def safe_get(source: ObjectSource, api_version: str, kind: str, namespace: str |
 
 __all__ = [
     "AppState",
+    "ControllerStatus",
     "DecisionSource",
     "HealthLimits",
     "HealthSnapshot",

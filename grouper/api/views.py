@@ -274,16 +274,6 @@ class Views:
     # ------------------------------------------------------------------ PodGroups
 
     @staticmethod
-    def _pods_by_group(pod_records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for rec in pod_records:
-            pg = rec.get("podGroup")
-            ns = (rec.get("pod") or {}).get("namespace")
-            if pg and ns:
-                out.setdefault((str(ns), str(pg)), []).append(rec)
-        return out
-
-    @staticmethod
     def _workload_ref(desired: Obj, pod_recs: list[dict[str, Any]]) -> WorkloadRef:
         refs = o.owner_references(desired)
         src: Any = refs[0] if refs else next((r.get("topOwner") for r in pod_recs if r.get("topOwner")), None)
@@ -305,12 +295,11 @@ class Views:
         Cheap: no Karta evaluation, so pagination can cut before :meth:`summary` does the expensive part.
         """
         decisions = self.state.decision_source()
-        by_group = self._pods_by_group(decisions.pods(f.namespace))
         out = []
         for rec in decisions.pod_groups(f.namespace):
             ns, name = str(rec.get("namespace") or ""), str(rec.get("name") or "")
             desired = _desired(rec)
-            pod_recs = by_group.get((ns, name), [])
+            pod_recs = decisions.pods_of_group(ns, name)
             if f.kind:
                 wl = self._workload_ref(desired, pod_recs)
                 if not kind_matches(f.kind, wl.apiVersion, wl.kind):
@@ -333,7 +322,7 @@ class Views:
         """
         covered = {str(r.get("workload") or "") for r in listed} - {""}
         failing: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-        for r in self.state.decision_source().pods(f.namespace):
+        for r in self.state.decision_source().failing_pods(f.namespace):
             if r.get("outcome") != "error" or str(r.get("workload") or "") in covered:
                 continue
             pod = r.get("pod") or {}
@@ -390,15 +379,16 @@ class Views:
         objects = self.state.object_source()
         desired = _sanitize_object(_desired(rec))
         spec = desired.get("spec") or {}
-        pod_recs = self._pods_by_group(decisions.pods(namespace)).get((namespace, name), [])
+        pod_recs = decisions.pods_of_group(namespace, name)
         rep = self._representative(pod_recs)
         wl = self._workload_ref(desired, pod_recs)
         workload_obj = safe_get(objects, wl.apiVersion, wl.kind, namespace, wl.name) if wl.kind else None
         defn = self.definition_for(wl.apiVersion, wl.kind) if wl.kind else None
         keys = self.grouping_label_keys(defn)
 
+        # the pods whose latest decision names this PodGroup: never those that moved to another one
         sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
-        pod_names = sorted(set(rec.get("pods") or []) | set(sub_of))
+        pod_names = sorted(sub_of)
         pods = [self.pod_info(objects, namespace, p, sub_of.get(p), keys) for p in pod_names]
         sub_groups = self._sub_groups(spec, pods)
 

@@ -7,19 +7,31 @@ workload. Kinds the API server does not serve are remembered for a short while; 
 answered with ``LookupForbidden`` and re-probed every ``forbidden_retry`` seconds.
 
 Lookups never do I/O, so ``Grouper.decide`` stays synchronous and pure, exactly as in ``grouper plan``.
+
+Two policies live here because they decide what is cached:
+
+- **What a cached pod keeps** (:class:`PodShape`): the metadata grouping reads, a few spec fields and the
+  phase — plus any ``spec``/``status`` field a loaded Karta pod selector reads (the shape widens when
+  such a definition is loaded, and the pod informer re-lists to fill the field in).
+- **Which kinds may be cached at all** (:class:`KindPolicy`): an owner reference is written by whoever
+  creates the pod, so a tenant could otherwise make the grouper start a cluster-wide informer of any
+  kind (ConfigMaps, Leases, ...). Only the kinds of the native plugins and the objects they read, the
+  kinds of loaded Karta definitions and ``--extra-owner-kinds`` are cached; a reference to any other
+  kind stops the owner walk there (:class:`KindNotAllowed`, recorded in the decision).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from grouper.core.lookups import by_namespace_and_name, matches_labels
 from grouper.kube.discovery import Discovery, Resource
-from grouper.kube.informer import Informer, slim_pod, strip_managed_fields
+from grouper.kube.informer import Informer, Spawner, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError, LookupForbidden
@@ -48,6 +60,94 @@ class NotCached(GroupingError):
     def __init__(self, gvk: GVK) -> None:
         self.gvk = gvk
         super().__init__(f"{gvk} is not cached yet")
+
+
+class KindNotAllowed(LookupForbidden):
+    """An owner reference names a kind the grouper does not cache (see :class:`KindPolicy`)."""
+
+    def __init__(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        super().__init__(api_version, kind, namespace, name)
+        where = f"{namespace}/{name}" if namespace else name
+        Exception.__init__(
+            self,
+            f"{kind} {where} ({api_version}) is not a kind the grouper reads (not a native plugin kind, "
+            "not described by a loaded Karta definition, not in --extra-owner-kinds)",
+        )
+
+
+@dataclass
+class KindPolicy:
+    """Which (group, kind) pairs may be cached: fixed ones, plus those of the loaded Karta definitions."""
+
+    fixed: frozenset[tuple[str, str]] = frozenset()
+    karta: frozenset[tuple[str, str]] = frozenset()
+    allow_all: bool = False  # tests and embedders that bring their own lookups
+
+    def allowed(self, gvk: GVK) -> bool:
+        key = (gvk.group, gvk.kind)
+        return self.allow_all or key in self.fixed or key in self.karta
+
+
+_POD_META = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "generateName",
+)
+_POD_SPEC = ("schedulerName", "priorityClassName", "nodeName")
+# `.spec.foo`, `.status["foo"]`, `.spec?.foo` ...: the top-level field a jq path starts with
+_POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*"([^"]+)"\s*\])""")
+
+
+@dataclass
+class PodShape:
+    """The fields a cached pod keeps. ``widen`` adds fields named by jq paths (Karta pod selectors)."""
+
+    spec: set[str] = field(default_factory=lambda: set(_POD_SPEC))
+    status: set[str] = field(default_factory=lambda: {"phase"})
+
+    def widen(self, paths: Iterable[str]) -> bool:
+        """Keep the spec/status fields these jq paths read; True when something was added."""
+        added = False
+        for path in paths:
+            for m in _POD_PATH.finditer(path or ""):
+                target = self.spec if m.group(1) == "spec" else self.status
+                name = m.group(2) or m.group(3)
+                if name and name not in target:
+                    target.add(name)
+                    added = True
+        return added
+
+    def slim(self, pod: Obj) -> Obj:
+        """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size)."""
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        out: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {k: meta[k] for k in _POD_META if k in meta},
+            "spec": {k: spec[k] for k in self.spec if k in spec} if isinstance(spec, dict) else {},
+        }
+        status = pod.get("status")
+        if isinstance(status, dict):
+            kept = {k: status[k] for k in self.status if k in status}
+            if kept:
+                out["status"] = kept
+        return out
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """A pod in the default shape (metadata grouping reads, three spec fields, the phase)."""
+    return _DEFAULT_SHAPE.slim(pod)
+
+
+_DEFAULT_SHAPE = PodShape()
 
 
 def slim_podgroup(pg: Obj) -> Obj:
@@ -80,8 +180,14 @@ class ClusterCache:
         metrics: Metrics | None = None,
         forbidden_retry: float = 300.0,
         absent_retry: float = 10.0,
+        supervisor: Spawner | None = None,
+        policy: KindPolicy | None = None,
+        pod_shape: PodShape | None = None,
     ) -> None:
         self.client = client
+        self.supervisor = supervisor
+        self.policy = policy or KindPolicy(allow_all=True)
+        self.pod_shape = pod_shape or PodShape()
         self.discovery = discovery
         self.metrics = metrics
         self.scheduler_name = scheduler_name
@@ -113,7 +219,7 @@ class ClusterCache:
                 res,
                 field_selector=f"spec.schedulerName={self.scheduler_name}",
                 label_selector=self.pod_label_selector or None,
-                transform=slim_pod,
+                transform=self.pod_shape.slim,
                 metrics=self.metrics,
             )
         if gvk == PODGROUP:
@@ -147,7 +253,7 @@ class ClusterCache:
                 st.informer = self._new_informer(gvk, res)
                 for cb in self.on_informer:
                     cb(gvk, st.informer)
-                st.informer.start()
+                st.informer.start(self.supervisor)
             ok = await st.informer.wait_synced(timeout)
             if ok:
                 st.forbidden_at = None
@@ -176,7 +282,7 @@ class ClusterCache:
         )
         for cb in self.on_informer:
             cb(CONFIGMAP, self.defaults_cm_informer)
-        self.defaults_cm_informer.start()
+        self.defaults_cm_informer.start(self.supervisor)
         if not await self.defaults_cm_informer.wait_synced(60):
             log.warning(
                 "defaults ConfigMap %s/%s cannot be watched: %s", ns, name, self.defaults_cm_informer.error
@@ -184,6 +290,13 @@ class ClusterCache:
 
     async def stop(self) -> None:
         await asyncio.gather(*(inf.stop() for inf in self.informers()), return_exceptions=True)
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        """With ``--namespace-label-selector`` only pods of selected namespaces are grouped."""
+        if not self.namespace_label_selector:
+            return True
+        inf = self.informer(NAMESPACE)
+        return inf is not None and inf.get(None, namespace) is not None
 
     def synced(self, *gvks: GVK) -> bool:
         for gvk in gvks:
@@ -195,9 +308,12 @@ class ClusterCache:
     # ------------------------------------------------------------------ state queries used by lookups
 
     def state(self, gvk: GVK) -> tuple[str, Informer | None]:
-        """``("ready", inf)``, ``("forbidden", None)``, ``("absent", None)`` or ``("missing", None)``."""
+        """``("ready", inf)``, ``("forbidden", None)``, ``("absent", None)``, ``("refused", None)`` (not
+        an allowed kind) or ``("missing", None)``."""
         st = self.kinds.get(gvk)
         now = time.monotonic()
+        if st is None and not self.policy.allowed(gvk):
+            return "refused", None
         if st is None:
             return "missing", None
         if st.informer is not None and st.informer.synced.is_set():
@@ -212,17 +328,28 @@ class ClusterCache:
         return CacheLookups(self)
 
 
+def absent_key(gvk: GVK, namespace: str | None, name: str) -> str:
+    """Dependency key of an object that was looked up but does not exist (yet): its arrival re-evaluates."""
+    return f"absent:{gvk.group}/{gvk.kind}/{namespace or ''}/{name}"
+
+
+def absent_key_of(obj: Obj) -> str:
+    return absent_key(GVK.of(obj), o.namespace(obj) or None, o.name(obj))
+
+
 class CacheLookups:
     """``grouper.core.lookups.Lookups`` over a :class:`ClusterCache`, for one reconcile.
 
     ``misses`` collects the kinds that were asked for but are not cached (each also raised
-    :class:`NotCached`); ``reads`` the UIDs of every object handed out, so the controller knows which
-    object changes must re-evaluate this workload.
+    :class:`NotCached`); ``refused`` the kinds outside the :class:`KindPolicy`; ``reads`` the UIDs of
+    every object handed out and the :func:`absent_key` of every object asked for but not found, so the
+    controller knows which object changes (and arrivals) must re-evaluate this workload.
     """
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
         self.misses: set[GVK] = set()
+        self.refused: set[GVK] = set()
         self.reads: set[str] = set()
 
     def _informer(self, api_version: str, kind: str, namespace: str | None, name: str) -> Informer | None:
@@ -232,7 +359,11 @@ class CacheLookups:
             return inf
         if state == "forbidden":
             raise LookupForbidden(api_version, kind, namespace, name)
+        if state == "refused":
+            self.refused.add(gvk)
+            raise KindNotAllowed(api_version, kind, namespace, name)
         if state == "absent":
+            self.reads.add(absent_key(gvk, namespace, name))
             return None
         self.misses.add(gvk)
         raise NotCached(gvk)
@@ -247,8 +378,12 @@ class CacheLookups:
         inf = self._informer(api_version, kind, namespace, name)
         if inf is None:
             return None
-        obj = inf.get(namespace if inf.resource.namespaced else None, name)
-        return self._seen(obj) if obj is not None else None
+        ns = namespace if inf.resource.namespaced else None
+        obj = inf.get(ns, name)
+        if obj is None:
+            self.reads.add(absent_key(GVK.from_api_version(api_version, kind), ns, name))
+            return None
+        return self._seen(obj)
 
     def list(
         self,

@@ -2,12 +2,18 @@
 
 Plain dicts (JSON-able) behind a small interface; bounded by the cluster: records are dropped when
 their pod or workload disappears. Errors keep their time so ``/podgroups`` can say "failing since".
-Only the controller's event loop writes; readers (the API, tests in another thread) get copies.
+
+Built so that no read costs O(cluster) on the event loop:
+
+- records are **copy-on-write**: a write replaces a record, never mutates it, so readers get the stored
+  dicts themselves (read-only by contract) instead of deep copies of the whole store;
+- indexes by namespace, by PodGroup (its pods) and of failing pods answer the API's questions directly.
+
+Only the controller's event loop writes.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -20,20 +26,43 @@ def _now() -> str:
 
 
 PodKey = tuple[str, str]
+Record = dict[str, Any]
 
 
 class DecisionStore:
     def __init__(self) -> None:
-        self._pods: dict[PodKey, dict[str, Any]] = {}
-        self._pod_groups: dict[PodKey, dict[str, Any]] = {}
-        self._workloads: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Record]] = {}  # namespace -> pod name -> record
+        self._pod_groups: dict[str, dict[str, Record]] = {}  # namespace -> PodGroup name -> record
+        self._group_pods: dict[PodKey, set[str]] = {}  # (namespace, PodGroup) -> pod names deciding for it
+        self._failing: dict[str, set[str]] = {}  # namespace -> pods whose latest decision failed
+        self._workloads: dict[str, Record] = {}
         self.updated = time.monotonic()
 
     # ------------------------------------------------------------------ writes (controller)
 
+    def _put_pod(self, namespace: str, name: str, rec: Record) -> None:
+        old = self._pods.get(namespace, {}).get(name)
+        if old is not None and old.get("podGroup"):
+            self._unlink(namespace, str(old["podGroup"]), name)
+        self._pods.setdefault(namespace, {})[name] = rec
+        if rec.get("podGroup"):
+            self._group_pods.setdefault((namespace, str(rec["podGroup"])), set()).add(name)
+        failing = self._failing.setdefault(namespace, set())
+        if rec.get("outcome") == "error":
+            failing.add(name)
+        else:
+            failing.discard(name)
+        self.updated = time.monotonic()
+
+    def _unlink(self, namespace: str, pod_group: str, pod: str) -> None:
+        names = self._group_pods.get((namespace, pod_group))
+        if names is not None:
+            names.discard(pod)
+            if not names:
+                del self._group_pods[(namespace, pod_group)]
+
     def record_decision(self, d: Decision, workload: str) -> None:
-        key = (d.pod_namespace, d.pod_name)
-        rec = self._pods.get(key, {})
+        rec = self._pods.get(d.pod_namespace, {}).get(d.pod_name, {})
         new = {
             **d.to_record(),
             "workload": workload,
@@ -44,17 +73,16 @@ class DecisionStore:
         }
         if d.outcome == "error":
             new["lastError"], new["lastErrorTime"] = d.message, new["decidedAt"]
-        self._pods[key] = new
-        self.updated = time.monotonic()
+        self._put_pod(d.pod_namespace, d.pod_name, new)
 
     def record_pod_error(self, namespace: str, name: str, message: str) -> None:
-        rec = self._pods.setdefault((namespace, name), {"pod": {"namespace": namespace, "name": name}})
-        rec["lastError"], rec["lastErrorTime"] = message, _now()
+        rec = self._pods.get(namespace, {}).get(name) or {"pod": {"namespace": namespace, "name": name}}
+        self._put_pod(namespace, name, {**rec, "lastError": message, "lastErrorTime": _now()})
 
     def record_pod_patched(self, namespace: str, name: str, result: str) -> None:
-        rec = self._pods.get((namespace, name))
+        rec = self._pods.get(namespace, {}).get(name)
         if rec is not None:
-            rec["patched"] = {"result": result, "at": _now()}
+            self._put_pod(namespace, name, {**rec, "patched": {"result": result, "at": _now()}})
 
     def record_pod_group(
         self,
@@ -68,10 +96,9 @@ class DecisionStore:
         notes: list[str],
         error: str | None = None,
     ) -> None:
-        key = (namespace, name)
-        rec = self._pod_groups.get(key, {})
+        rec = self._pod_groups.get(namespace, {}).get(name, {})
         now = _now()
-        new = {
+        self._pod_groups.setdefault(namespace, {})[name] = {
             "namespace": namespace,
             "name": name,
             "workload": workload,
@@ -85,50 +112,80 @@ class DecisionStore:
             "lastErrorTime": now if error else rec.get("lastErrorTime"),
             "ok": error is None,
         }
-        self._pod_groups[key] = new
         self.updated = time.monotonic()
 
     def record_workload(self, workload: str, **fields: Any) -> None:
-        rec = self._workloads.setdefault(workload, {"workload": workload})
-        rec.update(fields)
-        rec["reconciledAt"] = _now()
+        rec = {**self._workloads.get(workload, {"workload": workload}), **fields, "reconciledAt": _now()}
         if fields.get("error"):
             rec["lastError"], rec["lastErrorTime"] = fields["error"], rec["reconciledAt"]
+        self._workloads[workload] = rec
         self.updated = time.monotonic()
 
     def forget_pod(self, namespace: str, name: str) -> None:
-        self._pods.pop((namespace, name), None)
+        pods = self._pods.get(namespace)
+        rec = pods.pop(name, None) if pods is not None else None
+        if rec is None:
+            return
+        if rec.get("podGroup"):
+            self._unlink(namespace, str(rec["podGroup"]), name)
+        self._failing.get(namespace, set()).discard(name)
+        if not pods:
+            del self._pods[namespace]
+            self._failing.pop(namespace, None)
+
+    def forget_pod_group(self, namespace: str, name: str) -> None:
+        groups = self._pod_groups.get(namespace)
+        if groups is not None and groups.pop(name, None) is not None and not groups:
+            del self._pod_groups[namespace]
 
     def forget_workload(self, workload: str) -> None:
         self._workloads.pop(workload, None)
-        for key in [k for k, v in self._pod_groups.items() if v.get("workload") == workload]:
-            del self._pod_groups[key]
+        for ns, groups in list(self._pod_groups.items()):
+            for name in [n for n, v in groups.items() if v.get("workload") == workload]:
+                self.forget_pod_group(ns, name)
 
-    # ------------------------------------------------------------------ reads (API, tests)
+    # ------------------------------------------------------------------ reads (API, tests): read-only records
 
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        rec = self._pods.get((namespace, name))
-        return copy.deepcopy(rec) if rec is not None else None
+    def pod(self, namespace: str, name: str) -> Record | None:
+        return self._pods.get(namespace, {}).get(name)
 
-    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [copy.deepcopy(v) for (ns, _), v in sorted(self._pods.items()) if namespace in (None, ns)]
+    def pods(self, namespace: str | None = None) -> list[Record]:
+        if namespace is not None:
+            return [v for _, v in sorted(self._pods.get(namespace, {}).items())]
+        return [v for ns in sorted(self._pods) for _, v in sorted(self._pods[ns].items())]
 
-    def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None:
-        rec = self._pod_groups.get((namespace, name))
-        return copy.deepcopy(rec) if rec is not None else None
+    def pods_of_group(self, namespace: str, pod_group: str) -> list[Record]:
+        """Pods whose latest decision names this PodGroup (its members now, never another group's)."""
+        names = sorted(self._group_pods.get((namespace, pod_group), ()))
+        ns_pods = self._pods.get(namespace, {})
+        return [ns_pods[n] for n in names if n in ns_pods]
 
-    def pod_groups(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [
-            copy.deepcopy(v) for (ns, _), v in sorted(self._pod_groups.items()) if namespace in (None, ns)
-        ]
+    def failing_pods(self, namespace: str | None = None) -> list[Record]:
+        """Pods whose latest decision ended in an error."""
+        spaces = [namespace] if namespace is not None else sorted(self._failing)
+        out: list[Record] = []
+        for ns in spaces:
+            ns_pods = self._pods.get(ns, {})
+            out.extend(ns_pods[n] for n in sorted(self._failing.get(ns, ())) if n in ns_pods)
+        return out
 
-    def workload(self, workload: str) -> dict[str, Any] | None:
-        rec = self._workloads.get(workload)
-        return copy.deepcopy(rec) if rec is not None else None
+    def pod_group(self, namespace: str, name: str) -> Record | None:
+        return self._pod_groups.get(namespace, {}).get(name)
 
-    def workloads(self) -> list[dict[str, Any]]:
-        return [copy.deepcopy(v) for _, v in sorted(self._workloads.items())]
+    def pod_groups(self, namespace: str | None = None) -> list[Record]:
+        if namespace is not None:
+            return [v for _, v in sorted(self._pod_groups.get(namespace, {}).items())]
+        return [v for ns in sorted(self._pod_groups) for _, v in sorted(self._pod_groups[ns].items())]
 
-    def expected_pod_group(self, namespace: str, name: str) -> str | None:
-        rec = self._pods.get((namespace, name))
-        return rec.get("podGroup") if rec else None
+    def workload(self, workload: str) -> Record | None:
+        return self._workloads.get(workload)
+
+    def workloads(self) -> list[Record]:
+        return [v for _, v in sorted(self._workloads.items())]
+
+    def sizes(self) -> dict[str, int]:
+        return {
+            "pods": sum(len(v) for v in self._pods.values()),
+            "podGroups": sum(len(v) for v in self._pod_groups.values()),
+            "workloads": len(self._workloads),
+        }

@@ -148,10 +148,6 @@ class WorkQueue(Generic[K]):
     def pending_delayed(self) -> int:
         return len(self._delayed)
 
-    @property
-    def is_shutdown(self) -> bool:
-        return self._shutdown
-
     def _gauge(self) -> None:
         if self.metrics is not None:
             self.metrics.workqueue_depth.set(len(self._queue))

@@ -1,9 +1,12 @@
-"""Reconcile one workload: decide every live pod, merge per PodGroup, validate, write, patch pods.
+"""Reconcile one workload: decide every live pod, merge per PodGroup, validate, write, patch pods,
+and delete the PodGroups of this workload that nothing names any more.
 
 Level-triggered: the input is a key, the state is read from the caches, the output converges the
 cluster; running it twice in a row writes nothing the second time. Failures stay with their
 workload — a PodGroup the API server rejects, a pod whose decision failed — and are reported as
-warning Events (on the pod and on the workload) and in the decision store; the queue backs off.
+warning Events (on the pod and on the workload) and in the decision store. Transient failures back
+off and retry; a decision error no retry can fix (an owner cycle, a malformed workload) is reported
+once and waits for the next change of an object the decision read (the event handlers re-queue it).
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grouper.controller.cache import POD, CacheLookups, ClusterCache
+from grouper.controller.cache import POD, PODGROUP, CacheLookups, ClusterCache
 from grouper.controller.decisions import DecisionStore
-from grouper.controller.workloads import WorkloadIndex, WorkloadKey
+from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.merge import merge_pod_groups
@@ -25,7 +28,7 @@ from grouper.core.validation import validate_pod_group
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import OwnerRef
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef
 from grouper.observability.logging import log_context
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
@@ -35,9 +38,34 @@ from grouper.writer.pods import PodPatcher
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-Status = Literal["ok", "error", "requeue", "later", "not_leader"]
+# ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader
+Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
+# Decision errors that are a pure function of objects the decision read: retrying cannot fix them, a
+# change to one of those objects re-queues the workload (its dependencies are indexed).
+PERMANENT_REASONS = frozenset({"OwnerCycle", "OwnerChainTooDeep", "InvalidWorkload", "InvalidPodGroup"})
 AWAIT_GC_SECONDS = 5.0
+PODGROUP_OWNER_INDEX = "owner-uid"
+POD_PODGROUP_INDEX = "pod-group"
+
+
+def podgroup_owner_uids(pg: Obj) -> list[str]:
+    return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
+
+
+def pod_group_names(pod: Obj) -> list[str]:
+    """Index values of a pod: ``<namespace>/<PodGroup it names>``."""
+    name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
+    return [f"{o.namespace(pod)}/{name}"] if name else []
+
+
+@dataclass
+class Writers:
+    """Everything a reconcile writes through (each gated on leadership)."""
+
+    pod_groups: PodGroupWriter
+    pods: PodPatcher
+    events: EventRecorder
 
 
 @dataclass
@@ -75,22 +103,18 @@ class Reconciler:
         cache: ClusterCache,
         index: WorkloadIndex,
         grouper: Grouper,
-        writer: PodGroupWriter,
-        patcher: PodPatcher,
-        recorder: EventRecorder,
+        writers: Writers,
         store: DecisionStore,
         metrics: Metrics,
         enqueue: Callable[[WorkloadKey], None],
-        namespace_allowed: Callable[[str], bool] = lambda ns: True,
-        owner_deleted: Callable[[str], bool] = lambda uid: False,
+        deleted: DeletedOwners,
         pod_patch_concurrency: int = 16,
     ) -> None:
         self.cache, self.index, self.grouper = cache, index, grouper
-        self.writer, self.patcher, self.recorder = writer, patcher, recorder
+        self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.store, self.metrics = store, metrics
         self.enqueue = enqueue
-        self.namespace_allowed = namespace_allowed
-        self.owner_deleted = owner_deleted
+        self.deleted = deleted
         self._patch_sem = asyncio.Semaphore(pod_patch_concurrency)
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
@@ -120,7 +144,7 @@ class Reconciler:
                 self.store.forget_pod(*key)
             elif is_terminal(pod):
                 terminal += 1
-            elif self.namespace_allowed(key[0]):
+            elif self.cache.namespace_allowed(key[0]):
                 live.append(pod)
         if not live and not terminal:
             return None
@@ -199,6 +223,7 @@ class Reconciler:
 
         # 1. decision errors
         awaiting_gc = 0
+        transient_errors = 0
         for pod, d in mine:
             self.store.record_decision(d, str(wl))
             if (
@@ -216,6 +241,8 @@ class Reconciler:
                 )
                 self.metrics.decision_errors.labels(reason=d.reason).inc()
                 result.errors.append(d.message)
+                if d.reason not in PERMANENT_REASONS:
+                    transient_errors += 1
                 await self._warn(pod, workload_obj, d.message)
 
         # 2. PodGroups
@@ -253,13 +280,16 @@ class Reconciler:
                 )
                 if error is not None:
                     result.errors.append(error)
+                    if op is None and not problems:
+                        transient_errors += 1  # the API server refused the write
                     await self.recorder.warn(workload_obj, error)
                     continue
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
             ok_groups.add(md.name)
-        self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged])
+        for ns, name in self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged]):
+            self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
         # 3. pods, concurrently (bounded); only for PodGroups that exist as decided
         todo = [
@@ -275,12 +305,17 @@ class Reconciler:
                 msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
                 self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
                 result.errors.append(msg)
+                transient_errors += 1
                 await self._warn(pod, workload_obj, msg)
             elif out == "patched":
                 result.written += 1
 
+        # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed)
+        if not result.errors and workload_ref is not None and not awaiting_gc:
+            result.written += await self._delete_replaced(wl, workload_ref, {m.metadata.name for m in merged})
+
         if result.errors:
-            result.status = "error"
+            result.status = "error" if transient_errors else "failed"
         elif awaiting_gc:
             result.status, result.retry_after = "later", AWAIT_GC_SECONDS
         self.store.record_workload(
@@ -301,7 +336,7 @@ class Reconciler:
             if cur is None:
                 return False
             refs = o.owner_references(cur)
-            if any(self.owner_deleted(str(r.get("uid") or "")) for r in refs):
+            if any(self.deleted.recently(str(r.get("uid") or "")) for r in refs):
                 return True
             ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
             if ref is None:
@@ -312,6 +347,34 @@ class Reconciler:
                 )
             except Exception:  # forbidden / not cached: nothing more to learn
                 return False
+        return False
+
+    async def _delete_replaced(self, wl: WorkloadKey, owner: OwnerRef, wanted: set[str]) -> int:
+        """Delete PodGroups owned by the workload, not wanted by it and named by no pod (both from the
+        caches' indexes). Only objects the grouper itself could have made: owned by this workload."""
+        pgs = self.cache.informer(PODGROUP)
+        pods = self.cache.informer(POD)
+        if pgs is None or pods is None or not owner.uid:
+            return 0
+        deleted = 0
+        for pg in pgs.by_index(PODGROUP_OWNER_INDEX, owner.uid):
+            name = o.name(pg)
+            if name in wanted or o.namespace(pg) != wl.namespace or self._named_by_a_pod(pods, wl.namespace, name):
+                continue
+            if self.writer.current(wl.namespace, name) is None:
+                continue  # deleted already (our delete not seen yet)
+            if await self.writer.delete(wl.namespace, name, o.uid(pg)):
+                deleted += 1
+                self.store.forget_pod_group(wl.namespace, name)
+                log.info("PodGroup %s deleted: replaced", name, extra={"podgroup": name, "workload": str(wl)})
+        return deleted
+
+    def _named_by_a_pod(self, pods: Any, namespace: str, pod_group: str) -> bool:
+        """Whether any pod names the PodGroup, counting our own patches the cache has not shown yet."""
+        for pod in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}"):
+            now = self.patcher.expectations.current("Pod", namespace, o.name(pod), pod) or pod
+            if o.annotations(now).get(POD_GROUP_ANNOTATION) == pod_group:
+                return True
         return False
 
     async def _patch(self, pod: Obj, d: Decision) -> Any:

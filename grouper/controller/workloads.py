@@ -11,6 +11,7 @@ so the N pods of one Job cost one reconcile. Indexes, all maintained by the cont
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -89,9 +90,6 @@ class WorkloadIndex:
     def workloads(self) -> list[WorkloadKey]:
         return list(set(self._wl_pods) | set(self._wl_pgs))
 
-    def workloads_in(self, namespace: str) -> list[WorkloadKey]:
-        return [wl for wl in self.workloads() if wl.namespace == namespace]
-
     # ------------------------------------------------------------------ dependencies
 
     def set_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
@@ -146,3 +144,24 @@ class WorkloadIndex:
             "workloads": len(self.workloads()),
             "dependencies": len(self._uid_wls),
         }
+
+
+class DeletedOwners:
+    """Owners whose DELETED event arrived moments ago: their orphaned pods are about to be garbage
+    collected, so a missing owner is "wait" (no Warning Event), not an error."""
+
+    def __init__(self, memory: float = 120.0, max_entries: int = 4096) -> None:
+        self.memory, self.max_entries = memory, max_entries
+        self._at: dict[str, float] = {}
+
+    def note(self, uid: str) -> None:
+        if not uid:
+            return
+        now = time.monotonic()
+        if len(self._at) > self.max_entries:
+            self._at = {u: t for u, t in self._at.items() if now - t < self.memory}
+        self._at[uid] = now
+
+    def recently(self, uid: str) -> bool:
+        t = self._at.get(uid)
+        return t is not None and time.monotonic() - t < self.memory

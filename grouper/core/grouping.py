@@ -8,21 +8,21 @@ The same ``Grouper.decide`` runs in the controller (cache-backed lookups), in ``
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from grouper.core.config import GroupingConfig
-from grouper.core.context import GroupingContext, Plugin
+from grouper.core.context import GroupingContext
 from grouper.core.decision import Decision
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import Lookups
 from grouper.core.naming import shorten_name
+from grouper.core.nodepool import apply_nodepool_label
 from grouper.core.owner_chain import resolve_owners
 from grouper.core.validation import validate_pod_group
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError, InvalidPodGroup
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import OwnerRef
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef
 
 if TYPE_CHECKING:
     from grouper.karta import DefinitionRegistry
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
-POD_GROUP_ANNOTATION = "pod-group-name"
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+__all__ = ["POD_GROUP_ANNOTATION", "SKIP_ANNOTATION", "SUBGROUP_LABEL", "Grouper"]
 
 
 def _skips(obj: Obj) -> bool:
@@ -39,26 +38,16 @@ def _skips(obj: Obj) -> bool:
 
 
 class Grouper:
-    def __init__(
-        self,
-        config: GroupingConfig | None = None,
-        definitions: DefinitionRegistry | None = None,
-        native: Mapping[tuple[str, str, str], Plugin] | None = None,
-    ) -> None:
-        from grouper.plugins.default import DefaultGrouper
+    """The grouping decision for one pod. Its plugins come wired in ``hub`` (built by the composition
+    root, ``grouper.runtime.composition``): the core knows the Plugin protocol, not the plugins."""
 
-        if native is None:
-            from grouper.plugins.registry import native_plugins
+    def __init__(self, config: GroupingConfig, hub: PluginHub) -> None:
+        self.config = config
+        self.hub = hub
 
-            native = native_plugins()
-        self.config = config or GroupingConfig()
-        self.definitions = definitions
-        self.hub = PluginHub(
-            native,
-            DefaultGrouper(),
-            definitions,
-            karta_fallback=self.config.generic_karta_fallback,
-        )
+    @property
+    def definitions(self) -> DefinitionRegistry | None:
+        return self.hub.definitions
 
     def decide(self, pod: Obj, lookups: Lookups) -> Decision:
         pod = o.with_pod_typemeta(pod)
@@ -120,8 +109,6 @@ class Grouper:
         if md is None:
             d.reason, d.message = "NotGrouped", f"plugin {d.plugin} left the pod alone"
             return
-        from grouper.plugins.default import apply_nodepool_label
-
         apply_nodepool_label(md, pod, self.config)
         full_name = md.name
         md.name = shorten_name(md.name)

@@ -9,9 +9,9 @@ never a half-built plugin (KAI's typed-nil hazard, §8 item 1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grouper.core.context import Plugin
 from grouper.model.errors import KartaError
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from grouper.karta import DefinitionRegistry, KartaDefinition
 
 WILDCARD = "*"
+
+KartaPluginFactory = Callable[["KartaDefinition", Any], Plugin]
+"""Builds the plugin for one Karta definition from it and its evaluator (the composition root passes
+``grouper.plugins.karta.KartaGrouper``); the core never imports plugins."""
 
 
 @dataclass
@@ -36,11 +40,13 @@ class PluginHub:
         default: Plugin,
         definitions: DefinitionRegistry | None = None,
         karta_fallback: bool = True,
+        karta_plugin: KartaPluginFactory | None = None,
     ) -> None:
         self._native = dict(native)
         self._default = default
-        self._definitions = definitions
-        self._karta_fallback = karta_fallback and definitions is not None
+        self.definitions = definitions
+        self._karta_plugin_factory = karta_plugin
+        self._karta_fallback = karta_fallback and definitions is not None and karta_plugin is not None
 
     def native_for(self, gvk: GVK) -> Plugin | None:
         """Exact-GVK native lookup only (what skip-top-owner delegation uses, like KAI)."""
@@ -52,8 +58,8 @@ class PluginHub:
         )
         if plugin is not None:
             return Selection(plugin)
-        if self._karta_fallback and self._definitions is not None:
-            resolution = self._definitions.resolve(gvk)
+        if self._karta_fallback and self.definitions is not None:
+            resolution = self.definitions.resolve(gvk)
             if resolution.error:
                 raise KartaError(resolution.error, obj=f"kind {gvk}")
             if resolution.definition is not None:
@@ -61,9 +67,7 @@ class PluginHub:
         return Selection(self._default)
 
     def _karta_plugin(self, definition: KartaDefinition) -> Plugin:
-        from grouper.plugins.karta import KartaGrouper
-
-        assert self._definitions is not None
+        assert self.definitions is not None and self._karta_plugin_factory is not None
         # The registry caches one evaluator per definition version, sandboxed in a killable worker
         # process for definitions that come from the cluster (untrusted jq).
-        return KartaGrouper(definition, self._definitions.evaluator(definition))
+        return self._karta_plugin_factory(definition, self.definitions.evaluator(definition))

@@ -118,16 +118,6 @@ class Discovery:
             )
         return kinds
 
-    async def groups(self) -> dict[str, list[str]]:
-        """``/apis``: served group -> versions (preferred first). For diagnostics and RBAC self-checks."""
-        doc = await self._client.get("/apis")
-        out: dict[str, list[str]] = {"": ["v1"]}
-        for g in (doc or {}).get("groups") or []:
-            pref = (g.get("preferredVersion") or {}).get("version")
-            versions = [v["version"] for v in g.get("versions") or []]
-            out[g["name"]] = sorted(versions, key=lambda v: v != pref)
-        return out
-
     def invalidate(self, group: str | None = None) -> None:
         for gv in list(self._groups):
             if group is None or gv.rpartition("/")[0] == group:

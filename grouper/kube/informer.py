@@ -4,9 +4,17 @@
   ``allowWatchBookmarks=true``; the resourceVersion advances with every event and bookmark.
 - 410 Gone (expired resourceVersion, on the watch or mid-pagination) → a fresh LIST, and the cache is
   reconciled with it: vanished objects produce synthesized DELETED events, changed ones MODIFIED.
-- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered) and a new watch; a first LIST
-  that is forbidden (403) or not found (404: CRD gone) ends the informer with ``error`` set, because
-  retrying cannot help until RBAC or the CRD changes.
+- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered; at most 5 s while the API
+  server cannot be reached at all, so grouping resumes within seconds of its return) and a new watch; a
+  first LIST that is forbidden (403) or not found (404: CRD gone) ends the informer with ``error`` set,
+  because retrying cannot help until RBAC or the CRD changes.
+- Health: the informer is *synced* after its first LIST, and *healthy* only while its watch is open (or
+  has been down for less than ``grace`` seconds, the normal gap of a watch re-opened after its timeout).
+  After an outage longer than ``grace`` it re-lists before it counts as healthy again, so readiness comes
+  back only with a cache known to be complete.
+- Any exception other than the API's own errors (a bug, a handler that cannot be isolated) ends the run
+  loop; under a :class:`~grouper.controller.supervisor.Supervisor` it is logged, counted and restarted
+  with a fresh LIST.
 - ``transform`` trims every object before it is cached (``managedFields`` and, for pods, everything
   grouping does not read), which is what keeps memory per pod small.
 
@@ -17,11 +25,13 @@ be quick (the controller's handlers only compute keys and enqueue).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterator
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol
 
 from grouper.kube.discovery import Resource
 from grouper.kube.transport import ApiError, KubeClient
@@ -32,8 +42,17 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]
 Transform = Callable[[Obj], Obj]
+IndexFunc = Callable[[Obj], list[str]]
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+CONNECTION_BACKOFF_CAP = 5.0  # seconds between attempts while the API server is unreachable
+ERROR_BACKOFF_CAP = 30.0
+
+
+class Spawner(Protocol):
+    """Runs a named long-running coroutine (``grouper.controller.supervisor.Supervisor.spawn``)."""
+
+    def spawn(self, name: str, factory: Callable[[], Awaitable[None]]) -> asyncio.Task[None]: ...
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
@@ -42,38 +61,6 @@ def strip_managed_fields(obj: Obj) -> Obj:
     if isinstance(meta, dict) and "managedFields" in meta:
         obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
     return obj
-
-
-_POD_META = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "generateName",
-)
-_POD_SPEC = ("schedulerName", "priorityClassName", "nodeName")
-
-
-def slim_pod(pod: Obj) -> Obj:
-    """A pod as cached: metadata grouping reads, ``spec.{schedulerName,priorityClassName,nodeName}``,
-    ``status.phase``. Containers, volumes, conditions etc. are dropped (most of a pod's size)."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    out: Obj = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {k: meta[k] for k in _POD_META if k in meta},
-        "spec": {k: spec[k] for k in _POD_SPEC if k in spec},
-    }
-    phase = (pod.get("status") or {}).get("phase")
-    if phase:
-        out["status"] = {"phase": phase}
-    return out
 
 
 def _rv(obj: Obj) -> str:
@@ -100,6 +87,7 @@ class Informer:
         metrics: Metrics | None = None,
         page_size: int = 500,
         watch_timeout: tuple[int, int] = (300, 600),
+        grace: float = 5.0,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -110,15 +98,24 @@ class Informer:
         self.metrics = metrics
         self.page_size = page_size
         self.watch_timeout = watch_timeout
+        self.grace = grace
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.error: ApiError | None = None  # set when the informer gave up (403 on LIST)
         self.stopped = asyncio.Event()
         self._store: dict[tuple[str, str], Obj] = {}
         self._by_ns: dict[str, dict[str, Obj]] = {}
+        self._index_funcs: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, dict[str, set[tuple[str, str]]]] = {}
         self._rv = ""
         self._need_list = True
         self._lists = 0
+        self._runs = 0
+        self._watching = False
+        self._down_since: float | None = None  # monotonic time the watch last broke (None: up)
+        self._outage_relist = False  # re-listing after an outage: not healthy until it completes
+        self._relist_requested = False
+        self.last_failure: str | None = None
         self._task: asyncio.Task[None] | None = None
         self.name = str(resource) + (f"@{namespace}" if namespace else "")
 
@@ -131,6 +128,35 @@ class Informer:
         if namespace is None:
             return list(self._store.values())
         return list(self._by_ns.get(namespace, {}).values())
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Maintain a secondary index (client-go's indexers): ``func(obj)`` → the values to find it by."""
+        self._index_funcs[name] = func
+        idx: dict[str, set[tuple[str, str]]] = {}
+        for key, obj in self._store.items():
+            for v in func(obj):
+                idx.setdefault(v, set()).add(key)
+        self._indexes[name] = idx
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        keys = self._indexes.get(name, {}).get(value, ())
+        return [self._store[k] for k in sorted(keys) if k in self._store]
+
+    def _index_remove(self, key: tuple[str, str], obj: Obj) -> None:
+        for name, func in self._index_funcs.items():
+            idx = self._indexes[name]
+            for v in func(obj):
+                keys = idx.get(v)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del idx[v]
+
+    def _index_add(self, key: tuple[str, str], obj: Obj) -> None:
+        for name, func in self._index_funcs.items():
+            idx = self._indexes[name]
+            for v in func(obj):
+                idx.setdefault(v, set()).add(key)
 
     def __len__(self) -> int:
         return len(self._store)
@@ -151,10 +177,15 @@ class Informer:
             for obj in list(self._store.values()):
                 self._call(handler, ADDED, obj, None)
 
-    def start(self) -> asyncio.Task[None]:
+    def start(self, supervisor: Spawner | None = None) -> asyncio.Task[None]:
+        """Start the list/watch loop (under ``supervisor`` when given: crashes restart it with a re-list)."""
         if self._task is None or self._task.done():
             self.stopped.clear()
-            self._task = asyncio.create_task(self._run(), name=f"informer:{self.name}")
+            name = f"informer:{self.name}"
+            if supervisor is not None:
+                self._task = supervisor.spawn(name, self._run)
+            else:
+                self._task = asyncio.create_task(self._run(), name=name)
         return self._task
 
     async def stop(self) -> None:
@@ -178,31 +209,70 @@ class Informer:
                 w.cancel()
         return self.synced.is_set()
 
-    def force_relist(self, resource_version: str | None = None) -> None:
-        """Test/debug hook: next (re)start LISTs again, or watches from ``resource_version``."""
-        if resource_version is None:
-            self._need_list = True
-        else:
-            self._rv = resource_version
-            self._need_list = False
+    def healthy(self, now: float | None = None) -> bool:
+        """Synced, and the watch is open or was re-opening for less than ``grace`` seconds."""
+        if not self.synced.is_set() or not self.running or self._outage_relist:
+            return False
+        if self._down_since is None:
+            return True
+        return (now if now is not None else time.monotonic()) - self._down_since < self.grace
+
+    def health(self, now: float | None = None) -> tuple[bool, str]:
+        """(healthy, why) in words for the readiness probe."""
+        now = now if now is not None else time.monotonic()
+        if self.error is not None:
+            return False, f"gave up: {self.error}"
+        if not self.running:
+            return False, "not running"
+        if not self.synced.is_set():
+            return False, "initial list not complete" + (f" ({self.last_failure})" if self.last_failure else "")
+        if self._outage_relist:
+            return False, f"re-listing after an outage ({self.last_failure or 'watch lost'})"
+        if self._down_since is not None:
+            down = now - self._down_since
+            ok = down < self.grace
+            return ok, f"watch down for {down:.1f}s: {self.last_failure or 'reconnecting'}"
+        return True, "watching"
+
+    def request_relist(self) -> None:
+        """Re-list at the next event or bookmark (e.g. the transform now keeps more fields)."""
+        self._relist_requested = True
+
+    def _mark_down(self, why: str) -> None:
+        self._watching = False
+        self.last_failure = why
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+
+    def _mark_open(self) -> None:
+        self._watching = True
+        self._down_since = None
 
     # ------------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
+        self._runs += 1
+        if self._runs > 1:  # restarted after a crash: nothing about the cache can be trusted
+            self._need_list = True
         delay = 0.0
         try:
             while True:
                 try:
+                    if self._down_since is not None and time.monotonic() - self._down_since >= self.grace:
+                        # an outage, not a watch re-opened on time: re-list before claiming health again
+                        self._need_list = True
+                        self._outage_relist = True
                     if self._need_list or not self._rv:
                         await self._list()
                     await self._watch()
                     delay = 0.0
                 except ApiError as e:
+                    self._mark_down(f"{e.status} {e.reason}: {e.message}"[:300] if e.status else e.message[:300])
                     if e.gone:
                         log.info("resourceVersion expired, re-listing", extra={"resource": self.name})
                         self._need_list = True
                         continue
-                    if (e.forbidden or e.not_found) and not self.synced.is_set():
+                    if (e.forbidden or e.not_found) and not self.synced.is_set() and self._lists == 0:
                         # RBAC denies it / the resource is not served: retrying cannot help until that
                         # changes; the owner of the informer decides when to try again
                         self.error = e
@@ -215,7 +285,8 @@ class Informer:
                         return
                     if e.forbidden:  # RBAC removed while running: keep the cache, keep trying slowly
                         self._need_list = True
-                    delay = min(max(delay * 2, 0.8), 30.0)
+                    cap = CONNECTION_BACKOFF_CAP if e.status == 0 else ERROR_BACKOFF_CAP
+                    delay = min(max(delay * 2, 0.8), cap)
                     log.warning(
                         "informer %s: %s; retrying in %.1fs",
                         self.name,
@@ -224,8 +295,13 @@ class Informer:
                         extra={"resource": self.name},
                     )
                     await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                else:
+                    self._mark_down("watch closed")  # server-side timeout: re-opened at once
                 if self.metrics is not None:
                     self.metrics.watch_restarts.labels(resource=self.resource.plural).inc()
+        except BaseException as e:
+            self._mark_down(f"informer loop ended: {type(e).__name__}: {e}")
+            raise
         finally:
             self.stopped.set()
 
@@ -268,7 +344,11 @@ class Informer:
         self._by_ns = {}
         for (ns, name), obj in items.items():
             self._by_ns.setdefault(ns, {})[name] = obj
+        for name, func in list(self._index_funcs.items()):
+            self.add_index(name, func)
         self._rv, self._need_list = rv, False
+        self._mark_open()
+        self._outage_relist = False
         for key, obj in items.items():
             prev = old.get(key)
             if prev is None:
@@ -289,7 +369,10 @@ class Informer:
         }
         # a silent connection longer than the server-side timeout + margin is dead
         async for event in self.client.watch(
-            self.resource.path(self.namespace), params, timeout=params["timeoutSeconds"] + 30
+            self.resource.path(self.namespace),
+            params,
+            timeout=params["timeoutSeconds"] + 30,
+            on_open=self._mark_open,
         ):
             etype = event.get("type")
             obj = event.get("object") or {}
@@ -303,6 +386,10 @@ class Informer:
                     method="WATCH",
                     path=self.resource.path(self.namespace),
                 )
+            if self._relist_requested:
+                self._relist_requested = False
+                self._need_list = True
+                return
             rv = _rv(obj)
             if etype == "BOOKMARK":
                 if rv:
@@ -315,10 +402,15 @@ class Informer:
             key = _key(obj)
             prev = self._store.get(key)
             if etype in (ADDED, MODIFIED):
+                if prev is not None:
+                    self._index_remove(key, prev)
                 self._store[key] = obj
                 self._by_ns.setdefault(key[0], {})[key[1]] = obj
+                self._index_add(key, obj)
                 self._emit(ADDED if prev is None else MODIFIED, obj, prev)
             elif etype == DELETED:
+                if prev is not None:
+                    self._index_remove(key, prev)
                 self._store.pop(key, None)
                 ns_items = self._by_ns.get(key[0])
                 if ns_items is not None:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -135,6 +135,7 @@ class KubeClient:
     ) -> None:
         self.config = config
         self.metrics = metrics
+        self.user_agent = user_agent
         self.limiter = RateLimiter(qps, burst)
         self._timeout = request_timeout
         self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
@@ -242,15 +243,19 @@ class KubeClient:
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> Any:
         return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
 
-    async def delete(self, path: str) -> Any:
-        return await self.request("DELETE", path)
-
     async def watch(
-        self, path: str, params: Mapping[str, Any], *, timeout: float
+        self,
+        path: str,
+        params: Mapping[str, Any],
+        *,
+        timeout: float,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Stream watch events (``{"type", "object"}``) until the server closes the stream.
 
-        ``timeout`` bounds a silent connection (no byte for that long, bookmarks included).
+        ``timeout`` bounds a silent connection (no byte for that long, bookmarks included); ``on_open``
+        is called once the server accepted the watch (200), before any event. A line that is not JSON
+        ends the stream like a broken connection (``ApiError`` status 0): the caller re-watches.
         """
         params = {**params, "watch": "true"}
         await self.limiter.acquire()
@@ -276,6 +281,9 @@ class KubeClient:
                     decoded = None
                 reason, message = _status_message(decoded, raw.decode(errors="replace"))
                 raise ApiError(resp.status, reason, message, decoded, method="WATCH", path=path)
+            self.last_success = time.monotonic()
+            if on_open is not None:
+                on_open()
             buf = b""
             try:
                 async for chunk in resp.content.iter_any():
@@ -288,6 +296,10 @@ class KubeClient:
                         if line.strip():
                             self.last_success = time.monotonic()
                             yield orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise ApiError(
+                    0, "BadWatchLine", f"watch stream: not JSON: {e}", method="WATCH", path=path
+                ) from e
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 raise ApiError(
                     0, "ConnectionError", f"watch stream: {type(e).__name__}: {e}", method="WATCH", path=path

@@ -12,6 +12,9 @@ from typing import Any
 
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 PODGROUP_KIND = "PodGroup"
+# What the grouper writes on each pod (KAI's names): the PodGroup annotation and the sub-group label.
+POD_GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 
 
 @dataclass(frozen=True)

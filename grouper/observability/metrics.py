@@ -93,6 +93,22 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.task_restarts = Counter(
+            f"{PREFIX}_task_restarts_total",
+            "Supervised long-running tasks (informers, leader election, workers, HTTP) restarted after a crash.",
+            ["task"],
+            registry=r,
+        )
+        self.podgroups_deleted = Counter(
+            f"{PREFIX}_podgroups_deleted_total",
+            "PodGroups the grouper created and deleted because no pod of their workload names them any more.",
+            registry=r,
+        )
+        self.owner_kinds_refused = Counter(
+            f"{PREFIX}_owner_kinds_refused_total",
+            "Owner references to kinds outside the allow-list (the walk stopped there, no cache started).",
+            registry=r,
+        )
         self.build_info = Gauge(f"{PREFIX}_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
 
@@ -100,19 +116,3 @@ class Metrics:
         """Current sample value (0 when absent); for tests and the benchmark."""
         v = self.registry.get_sample_value(name, labels or {})
         return float(v) if v is not None else 0.0
-
-    def api_writes(self) -> float:
-        """Total write requests (POST/PUT/PATCH/DELETE) sent so far, any resource, any code."""
-        total = 0.0
-        for metric in self.registry.collect():
-            if metric.name != f"{PREFIX}_api_requests":
-                continue
-            for s in metric.samples:
-                if s.name.endswith("_total") and s.labels.get("verb") in (
-                    "create",
-                    "update",
-                    "patch",
-                    "delete",
-                ):
-                    total += s.value
-        return total

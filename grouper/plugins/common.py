@@ -34,7 +34,6 @@ TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
 MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
-POD_GROUP_ANNOTATION = "pod-group-name"
 
 BUILD_PRIORITY = "build"
 TRAIN_PRIORITY = "train"
@@ -45,7 +44,6 @@ PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
 PREEMPTIBILITY_VALUES = (PREEMPTIBLE, NON_PREEMPTIBLE)
 
-PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 

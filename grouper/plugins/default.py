@@ -44,9 +44,10 @@ import re
 
 from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext
+from grouper.core.nodepool import apply_nodepool_label
 from grouper.model.errors import LookupForbidden
 from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, with_pod_typemeta
-from grouper.model.podgroup import OwnerRef, PodGroupMetadata
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
 from grouper.plugins.common import (
     DEFAULT_QUEUE,
     PREEMPTIBILITY_LABEL,
@@ -96,6 +97,11 @@ def default_metadata(
         top = pod
     chain = list(ctx.owners if owners is None else owners) or [top]
     top_labels, top_annotations = labels_of(top), annotations_of(top)
+    if top is pod:
+        # A bare pod is its own top owner: leave out the two keys the grouper itself writes on the pod,
+        # so the PodGroup is the same before and after the pod is marked (no rewrite after a restart).
+        top_labels = {k: v for k, v in top_labels.items() if k != SUBGROUP_LABEL}
+        top_annotations = {k: v for k, v in top_annotations.items() if k != POD_GROUP_ANNOTATION}
     pod_labels, pod_annotations = labels_of(pod), annotations_of(pod)
     provenance: dict[str, str] = {}
 
@@ -161,20 +167,6 @@ class DefaultGrouper:
 
     def __repr__(self) -> str:
         return f"DefaultGrouper(priority_fallback={self.priority_fallback!r}, name={self.name!r})"
-
-
-def apply_nodepool_label(md: PodGroupMetadata, pod: Obj, config: GroupingConfig) -> None:
-    """Copy the pod's ``<nodepool-label-key>`` label onto the PodGroup when the plugin set none.
-
-    The core calls this for every plugin's result (KAI ``addNodePoolLabel``).
-    """
-    key = config.nodepool_label_key
-    if not key or key in md.labels:
-        return
-    value = labels_of(pod).get(key)
-    if value is not None:
-        md.labels[key] = value
-        md.provenance["nodePoolLabel"] = f"label {key} copied from {describe(with_pod_typemeta(pod))}"
 
 
 # ---------------------------------------------------------------- queue

@@ -13,10 +13,9 @@ from __future__ import annotations
 from grouper.core.context import GroupingContext
 from grouper.model.errors import GroupingError, LookupForbidden
 from grouper.model.objects import Obj, describe, name, namespace, uid
-from grouper.model.podgroup import PodGroupMetadata
+from grouper.model.podgroup import PODGROUP_API_VERSION, PodGroupMetadata
 from grouper.plugins.common import (
     MIN_MEMBER_ANNOTATION,
-    PODGROUP_API_VERSION,
     PODGROUP_NAME_PREFIX,
     int_annotation,
 )

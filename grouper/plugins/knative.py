@@ -24,11 +24,9 @@ from __future__ import annotations
 from grouper.core.context import GroupingContext
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, name, namespace, owner_references, with_pod_typemeta
-from grouper.model.podgroup import PodGroupMetadata
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, PodGroupMetadata
 from grouper.plugins.common import (
     INFERENCE_PRIORITY,
-    POD_GROUP_ANNOTATION,
-    PODGROUP_API_VERSION,
     annotations_of,
     fetch,
     label_field,

@@ -38,6 +38,24 @@ RUNAI_SKIPPED_KINDS = (
 )
 
 
+# Kinds that sit between a pod and its top owner for the native plugins (or that they read), beyond the
+# table's own kinds: the owner walk must be able to cache them.
+INTERMEDIATE_KINDS: frozenset[tuple[str, str]] = frozenset({
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "Deployment"),
+    ("batch", "Job"),
+    ("serving.knative.dev", "Revision"),
+    ("serving.knative.dev", "Configuration"),
+    ("grove.io", "PodClique"),
+    ("grove.io", "PodCliqueScalingGroup"),
+    ("scheduler.grove.io", "PodGang"),
+    ("ray.io", "RayCluster"),
+    ("jobset.x-k8s.io", "JobSet"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+})
+
+
 def native_plugins() -> dict[tuple[str, str, str], Plugin]:
     """A fresh table (plugins hold no state between decisions, but callers may extend the dict)."""
     default = DefaultGrouper()
@@ -86,4 +104,9 @@ def native_plugins() -> dict[tuple[str, str, str], Plugin]:
     return table
 
 
-__all__ = ["RUNAI_SKIPPED_KINDS", "WILDCARD", "native_plugins"]
+def native_kinds(table: dict[tuple[str, str, str], Plugin]) -> frozenset[tuple[str, str]]:
+    """(group, kind) of every native plugin entry and of the kinds the plugins walk through or read."""
+    return frozenset((g, k) for g, _, k in table) | INTERMEDIATE_KINDS
+
+
+__all__ = ["INTERMEDIATE_KINDS", "RUNAI_SKIPPED_KINDS", "WILDCARD", "native_kinds", "native_plugins"]

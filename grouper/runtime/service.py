@@ -1,9 +1,15 @@
 """The ``grouper run`` service: one asyncio loop runs the informers, the reconcile workers, leader
-election and the HTTP server (uvicorn, same loop).
+election, the API server probe and the HTTP server (uvicorn, same loop), every one of them supervised.
+
+Two API clients: the *work* client (informers, writes, Events; rate-limited by ``--qps``/``--burst``)
+and the *control* client (leader election and the API server probe: its own connection pool, no
+client-side rate limit, a request timeout of half the renew deadline), so a busy queue or a slow relist
+can never delay a Lease renewal past its deadline.
 
 Start order: HTTP (so probes answer while caches sync) → caches synced → leader campaign (or workers
 right away without ``--leader-elect``). Stop order (SIGTERM/SIGINT): stop taking work, drain in-flight
-reconciles (``--shutdown-drain-seconds``), release the lease, stop informers, stop HTTP, close the client.
+reconciles (``--shutdown-drain-seconds``), release the lease, stop informers, stop HTTP, close the
+clients. A supervised task that cannot recover makes liveness fail and the service exit with code 1.
 """
 
 from __future__ import annotations
@@ -22,15 +28,19 @@ from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.leader import LeaderElector
-from grouper.core.grouping import Grouper
+from grouper.controller.supervisor import Supervisor
 from grouper.karta import DefinitionRegistry
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
+from grouper.kube.probe import ApiProbe
 from grouper.kube.transport import KubeClient
 from grouper.observability.metrics import Metrics
-from grouper.runtime.settings import RunSettings
+from grouper.runtime.composition import build_grouper, cached_kinds
+from grouper.runtime.settings import RunSettings, kinds_of
 
 log = logging.getLogger(__name__)
+
+RENEW_DEADLINE = 10.0
 
 
 def cluster_config(s: RunSettings) -> ClusterConfig:
@@ -63,16 +73,24 @@ class Service:
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.store = DecisionStore()
         self.state = AppState(metrics=self.metrics, store=self.store, settings=settings)
+        self.supervisor = Supervisor(self.metrics, on_fatal=self._fatal)
         self.client: KubeClient | None = None
+        self.control: KubeClient | None = None
         self.controller: Controller | None = None
         self.leader: LeaderElector | None = None
+        self.probe: ApiProbe | None = None
         self.http: HttpServer | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
         self.stopped = asyncio.Event()
+        self._stopping = False
+        self._fatal_event = asyncio.Event()
 
     @property
     def http_port(self) -> int | None:
         return self.http.port if self.http is not None else None
+
+    def _fatal(self, message: str) -> None:
+        self.state.fatal = message
+        self._fatal_event.set()
 
     async def start(self) -> None:
         s = self.settings
@@ -80,14 +98,25 @@ class Service:
         cfg = self.config or cluster_config(s)
         log.info("connecting to %s (%s)", cfg.server, cfg.source)
         self.client = KubeClient(cfg, qps=s.qps, burst=s.burst, metrics=self.metrics)
+        self.control = KubeClient(
+            cfg,
+            qps=0,
+            burst=1,
+            metrics=self.metrics,
+            request_timeout=RENEW_DEADLINE / 2,
+            user_agent=f"{self.client.user_agent}/leader-election",
+        )
+        self.probe = ApiProbe(self.control)
+        self.supervisor.spawn("api-probe", self.probe.run)
         definitions = load_definitions(s)
-        grouper = Grouper(s.grouping_config(), definitions)
+        grouper = build_grouper(s.grouping_config(), definitions)
         if s.leader_elect:
             self.leader = LeaderElector(
-                self.client,
+                self.control,
                 name=s.leader_election_id,
                 namespace=s.leader_election_namespace,
                 identity=self.identity,
+                renew_deadline=RENEW_DEADLINE,
                 metrics=self.metrics,
             )
         self.controller = Controller(
@@ -96,22 +125,24 @@ class Service:
                 pod_label_selector=s.pod_label_selector,
                 namespace_label_selector=s.namespace_label_selector,
                 max_concurrent_reconciles=s.max_concurrent_reconciles,
+                allowed_kinds=cached_kinds(kinds_of(s.extra_owner_kinds)),
             ),
             grouper=grouper,
             metrics=self.metrics,
+            supervisor=self.supervisor,
             store=self.store,
             leader=self.leader,
             definitions=definitions,
+            probe=self.probe,
         )
         self.state.grouper, self.state.definitions = grouper, definitions
-        self.controller.update_karta_metrics()
         await self.controller.start()
         self.state.controller = self.controller
         if self.leader is not None:
             ctl = self.controller
             self.leader.on_started_leading = ctl.start_workers
             self.leader.on_stopped_leading = ctl.stop_workers
-            self._tasks.append(asyncio.create_task(self.leader.run(), name="leader-election"))
+            self.supervisor.spawn("leader-election", self.leader.run)
         else:
             self.controller.start_workers()
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect})
@@ -119,35 +150,43 @@ class Service:
     async def _start_http(self) -> None:
         self.http = HttpServer(create_app(self.state), self.settings.http_bind_address)
         await self.http.start()
+        self.supervisor.spawn("http", self._watch_http)
+
+    async def _watch_http(self) -> None:
+        """Restart the HTTP server if it stops by itself (the probes and the API depend on it)."""
+        assert self.http is not None
+        if self.http.task is None or self.http.task.done():
+            await self.http.start()
+        assert self.http.task is not None
+        await asyncio.shield(self.http.task)
+        if not self._stopping:
+            raise RuntimeError("the HTTP server stopped")
 
     async def shutdown(self) -> None:
         """Clean stop. Safe to call more than once."""
         if self.stopped.is_set():
             return
+        self._stopping = True
         log.info("shutting down")
         if self.controller is not None:
             self.controller.queue.shutdown()
             await self.controller.stop_workers(drain=self.settings.shutdown_drain_seconds)
         if self.leader is not None:
-            campaign = [t for t in self._tasks if t.get_name() == "leader-election"]
-            for t in campaign:
-                t.cancel()
-            await asyncio.gather(*campaign, return_exceptions=True)  # no renewal races the release
+            await self.supervisor.stop("leader-election")  # no renewal races the release
             await self.leader.release()
         if self.controller is not None:
             await self.controller.shutdown(drain=0)
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.supervisor.stop()
         if self.http is not None:
             await self.http.stop()
-        if self.client is not None:
-            await self.client.close()
+        for client in (self.client, self.control):
+            if client is not None:
+                await client.close()
         self.stopped.set()
         log.info("stopped")
 
     async def run(self, stop: asyncio.Event | None = None) -> int:
-        """Run until ``stop`` is set or SIGTERM/SIGINT arrives; returns the exit code."""
+        """Run until ``stop`` is set, SIGTERM/SIGINT arrives (exit 0) or a task fails for good (exit 1)."""
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = []
@@ -157,16 +196,21 @@ class Service:
                 installed.append(sig)
         start = asyncio.create_task(self.start(), name="start")
         waiter = asyncio.create_task(stop.wait(), name="stop-signal")
+        fatal = asyncio.create_task(self._fatal_event.wait(), name="fatal")
+        tasks: list[asyncio.Task[Any]] = [start, waiter, fatal]
         try:
-            done, _ = await asyncio.wait({start, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({start, waiter, fatal}, return_when=asyncio.FIRST_COMPLETED)
             if start in done:
                 start.result()  # a start-up failure propagates (exit code 1 in the CLI)
-                await waiter
+                await asyncio.wait({waiter, fatal}, return_when=asyncio.FIRST_COMPLETED)
+            if self.state.fatal:
+                log.error("exiting: %s", self.state.fatal)
+                return 1
             return 0
         finally:
-            for t in (start, waiter):
+            for t in tasks:
                 t.cancel()
-            await asyncio.gather(start, waiter, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.shutdown()
             for sig in installed:
                 loop.remove_signal_handler(sig)

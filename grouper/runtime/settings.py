@@ -43,6 +43,24 @@ def parse_selector(value: str) -> str:
     return ",".join(pairs)
 
 
+def parse_kinds(value: str) -> str:
+    """``Kind.group,Kind2`` (a core kind has no group); validated here, split by :func:`kinds_of`."""
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        kind = part.split(".", 1)[0]
+        if not kind or not kind[0].isupper() or not kind.isalnum():
+            raise argparse.ArgumentTypeError(f"owner kind {part!r}: expected Kind.group (e.g. Batchling.example.com)")
+    return value
+
+
+def kinds_of(value: str) -> frozenset[tuple[str, str]]:
+    """(group, kind) pairs of a ``--extra-owner-kinds`` value."""
+    out = set()
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        kind, _, group = part.partition(".")
+        out.add((group, kind))
+    return frozenset(out)
+
+
 def parse_log_level(value: str) -> str:
     v = value.lower()
     if v not in ("debug", "info", "warning", "error"):
@@ -113,6 +131,7 @@ class RunSettings:
     log_level: str = "info"
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
+    extra_owner_kinds: str = ""
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -158,6 +177,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "log-level": (parse_log_level, "debug, info, warning or error"),
     "log-format": (parse_log_format, "json (one object per line) or text"),
     "shutdown-drain-seconds": (non_negative_float, "on SIGTERM, wait this long for in-flight reconciles"),
+    "extra-owner-kinds": (
+        parse_kinds,
+        "owner kinds to follow besides the native plugins' and the Karta definitions', "
+        "as Kind.group[,Kind2.group2] (core kinds: Kind)",
+    ),
 }
 
 

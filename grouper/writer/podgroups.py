@@ -26,6 +26,7 @@ from grouper.kube.transport import ApiError, KubeClient
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND, PodGroupMetadata
 from grouper.observability.metrics import Metrics
+from grouper.writer.expectations import WriteExpectations
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,6 @@ def preserve_foreign_fields(
     return out
 
 
-def _rv(obj: Obj | None) -> str:
-    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
-
-
 def _subset(want: dict[str, str] | None, have: dict[str, str] | None) -> bool:
     have = have or {}
     return all(have.get(k) == v for k, v in (want or {}).items())
@@ -132,42 +129,32 @@ def updated_object(desired: Obj, existing: Obj) -> Obj:
 
 
 class PodGroupWriter:
-    """Applies desired PodGroups. ``existing`` reads the informer cache; ``can_write`` is the leader gate."""
+    """Applies desired PodGroups. ``existing`` reads the informer cache; ``can_write`` is the leader gate;
+    ``expectations`` (shared with the event handlers) holds our writes the cache has not shown yet."""
 
     def __init__(
         self,
         client: KubeClient,
         *,
         existing: Callable[[str, str], Obj | None],
+        expectations: WriteExpectations,
         can_write: Callable[[], bool] = lambda: True,
         nodepool_label_key: str = "kai.scheduler/node-pool",
         queue_label_key: str = "kai.scheduler/queue",
         metrics: Metrics | None = None,
         max_conflicts: int = 5,
-        on_written: Callable[[Obj], None] | None = None,
     ) -> None:
         self.client = client
         self.existing = existing
+        self.expectations = expectations
         self.can_write = can_write
         self.nodepool_label_key, self.queue_label_key = nodepool_label_key, queue_label_key
         self.metrics = metrics
         self.max_conflicts = max_conflicts
-        self.on_written = on_written
-        # PodGroups we wrote whose write the cache has not shown yet: (resourceVersion we replaced, written)
-        self._recent: dict[tuple[str, str], tuple[str, Obj]] = {}
 
-    def _current(self, namespace: str, name: str) -> Obj | None:
-        """The cached PodGroup, or our own newer write while the watch has not delivered it yet —
-        so two reconciles in a row do not PUT twice (the second one would only get a 409)."""
-        cached = self.existing(namespace, name)
-        recent = self._recent.get((namespace, name))
-        if recent is None:
-            return cached
-        base_rv, written = recent
-        if _rv(cached) == base_rv:
-            return written
-        del self._recent[(namespace, name)]  # the cache caught up (or someone else wrote): trust it
-        return cached
+    def current(self, namespace: str, name: str) -> Obj | None:
+        """The PodGroup as it is now: the cache, or our own newer write the watch has not delivered yet."""
+        return self.expectations.current(PODGROUP_KIND, namespace, name, self.existing(namespace, name))
 
     def plan(self, md: PodGroupMetadata, existing: Obj | None) -> tuple[Operation, Obj]:
         """Pure: what would be written for ``md`` given the stored object (``unchanged`` → nothing)."""
@@ -186,7 +173,7 @@ class PodGroupWriter:
 
     async def apply(self, md: PodGroupMetadata) -> Operation:
         """Converge the stored PodGroup to ``md``. Raises ``ApiError`` (after conflict retries) or ``NotLeader``."""
-        existing = self._current(md.namespace, md.name)
+        existing = self.current(md.namespace, md.name)
         for attempt in range(self.max_conflicts + 1):
             op, obj = self.plan(md, existing)
             if op == "unchanged":
@@ -214,14 +201,30 @@ class PodGroupWriter:
                     await asyncio.sleep(0.05 * attempt)
                 continue
             if isinstance(written, dict):
-                if len(self._recent) > 4096:
-                    self._recent.clear()
-                self._recent[(md.namespace, md.name)] = (_rv(existing), written)
-                if self.on_written is not None:
-                    self.on_written(written)
+                self.expectations.wrote(PODGROUP_KIND, written)
             self._count(op)
             return op
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def delete(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete a PodGroup we created, only if it is still that object (``preconditions.uid``).
+
+        True when deleted or already gone; False when the name now holds another object (409)."""
+        if not self.can_write():
+            raise NotLeader()
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            await self.client.request("DELETE", PODGROUP_RESOURCE.path(namespace, name), body=body)
+        except ApiError as e:
+            if e.not_found:
+                return True
+            if e.conflict:
+                return False
+            raise
+        self.expectations.deleted(PODGROUP_KIND, namespace, name, uid)
+        if self.metrics is not None:
+            self.metrics.podgroups_deleted.inc()
+        return True
 
     async def _read(self, namespace: str, name: str) -> Obj | None:
         return await self.client.get_object(PODGROUP_RESOURCE.path(namespace, name))

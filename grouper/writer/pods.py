@@ -13,12 +13,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from grouper.core.grouping import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.observability.metrics import Metrics
+from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import NotLeader
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,6 @@ def pod_patch(pod: Obj, pod_group: str, sub_group: str | None) -> dict[str, Any]
     return {"metadata": meta} if meta else None
 
 
-def _rv(obj: Obj) -> str:
-    return str(o.meta(obj).get("resourceVersion") or "")
-
-
 def _created_at(pod: Obj) -> float | None:
     ts = o.meta(pod).get("creationTimestamp")
     if not ts:
@@ -61,38 +58,34 @@ def _created_at(pod: Obj) -> float | None:
 
 
 class PodPatcher:
+    """Marks pods. ``expectations`` (shared with the event handlers) holds our patches the cache has not
+    shown yet; ``slim`` trims a patched pod the way the cache does before it is remembered."""
+
     def __init__(
         self,
         client: KubeClient,
         *,
+        expectations: WriteExpectations,
+        slim: Callable[[Obj], Obj] = lambda pod: pod,
         can_write: Callable[[], bool] = lambda: True,
         metrics: Metrics | None = None,
-        on_written: Callable[[Obj], None] | None = None,
     ) -> None:
         self.client = client
+        self.expectations = expectations
+        self.slim = slim
         self.can_write = can_write
         self.metrics = metrics
-        self.on_written = on_written
-        # pods we patched whose new version the cache has not shown yet: key -> (rv we patched, pg, sub-group)
-        self._recent: dict[tuple[str, str], tuple[str, str, str | None]] = {}
 
     async def ensure(self, pod: Obj, pod_group: str, sub_group: str | None) -> PatchResult:
         """Patch when needed. Raises ``ApiError`` (not 404) or ``NotLeader``."""
-        key = (o.namespace(pod), o.name(pod))
-        recent = self._recent.get(key)
-        if recent is not None:
-            if _rv(pod) == recent[0] and recent[1:] == (pod_group, sub_group):
-                self._count("unchanged")  # our patch is done; the watch has not delivered it yet
-                return "unchanged"
-            if _rv(pod) != recent[0]:
-                del self._recent[key]
-        patch = pod_patch(pod, pod_group, sub_group)
+        current = self.expectations.current("Pod", o.namespace(pod), o.name(pod), pod) or pod
+        patch = pod_patch(current, pod_group, sub_group)
         if patch is None:
             self._count("unchanged")
             return "unchanged"
         if not self.can_write():
             raise NotLeader()
-        first_annotation = not _annotations(pod).get(POD_GROUP_ANNOTATION)
+        first_annotation = not _annotations(current).get(POD_GROUP_ANNOTATION)
         try:
             written = await self.client.merge_patch(POD_RESOURCE.path(o.namespace(pod), o.name(pod)), patch)
         except ApiError as e:
@@ -102,15 +95,14 @@ class PodPatcher:
             self._count("error")
             raise
         self._count("patched")
-        if len(self._recent) > 65536:
-            self._recent.clear()
-        self._recent[key] = (_rv(pod), pod_group, sub_group)
+        if isinstance(written, dict):
+            written.setdefault("apiVersion", "v1")
+            written.setdefault("kind", "Pod")
+            self.expectations.wrote("Pod", self.slim(written))
         if first_annotation and self.metrics is not None:
             created = _created_at(pod)
             if created is not None:
                 self.metrics.pod_grouped_latency.observe(max(0.0, time.time() - created))
-        if self.on_written is not None and isinstance(written, dict):
-            self.on_written(written)
         return "patched"
 
     def _count(self, result: str) -> None:

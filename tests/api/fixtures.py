@@ -19,7 +19,7 @@ from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.core.decision import Decision
-from grouper.core.grouping import Grouper
+from grouper.runtime.composition import build_grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.plan import plan
@@ -188,7 +188,7 @@ def build_world(*, with_spark: bool = True, config: GroupingConfig | None = None
         registry.upsert_cluster_object(invalid_spark_karta())
         registry.upsert_cluster_object(unloadable_karta())
         objects += spark_objects()
-    grouper = Grouper(config or GroupingConfig(), registry)
+    grouper = build_grouper(config or GroupingConfig(), registry)
     result = plan(copy.deepcopy(objects), grouper)
 
     store = DecisionStore()

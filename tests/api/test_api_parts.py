@@ -1,4 +1,4 @@
-"""Pieces of the API: label selectors, continue tokens, the bearer token file, the controller health adapter."""
+"""Pieces of the API: label selectors, continue tokens, the bearer token file, the state reader and the probes."""
 
 from __future__ import annotations
 
@@ -10,15 +10,12 @@ from typing import Any
 
 import pytest
 
-from grouper.api.adapter import ControllerHealth
 from grouper.api.health import liveness, readiness
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
 from grouper.api.security import BearerAuth, TokenFileError
 from grouper.api.selectors import Requirement, SelectorError, parse_selector
-from grouper.api.state import AppState, HealthLimits, StateReader
+from grouper.api.state import AppState, HealthLimits, HealthSnapshot, StateReader
 from grouper.api.views import kind_matches, plugin_matches
-from grouper.controller.queue import WorkQueue
-from grouper.observability.metrics import Metrics
 
 # ----------------------------------------------------------------------------------------------- selectors
 
@@ -106,65 +103,58 @@ def test_bearer_auth_file(tmp_path: Path) -> None:
     assert auth.check("Bearer abc")  # keeps the last good token while the file is being replaced
 
 
-# ----------------------------------------------------------------------------------------------- adapter
+# ----------------------------------------------------------------------------------------------- state reader
 
 
-class _Informer:
-    def __init__(self, synced: bool = True, rv: str = "1") -> None:
-        self.synced = asyncio.Event()
-        if synced:
-            self.synced.set()
-        self.running = True
-        self.error: Exception | None = None
-        self.resource_version = rv
+class _Status:
+    """A controller as the API sees it: only the ControllerStatus protocol."""
+
+    def __init__(self, snap: HealthSnapshot) -> None:
+        self.snap = snap
+
+    def health_snapshot(self) -> HealthSnapshot:
+        return self.snap
+
+    def objects(self) -> Any:
+        return SimpleNamespace(get=lambda *a: {"kind": "X"})
+
+    async def read_live(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
+        return {"live": name}
 
 
-def _controller(metrics: Metrics, informers: dict[str, _Informer], leader: Any = None) -> Any:
-    queue: WorkQueue[str] = WorkQueue()
-    cache = SimpleNamespace(
-        informer=lambda gvk: informers.get(gvk.kind),
-        informers=lambda: list(informers.values()),
+def test_health_before_the_controller_exists_is_starting() -> None:
+    s = StateReader(AppState(settings=SimpleNamespace(leader_elect=True))).health()
+    assert not s.started and s.role == "standby"
+    assert readiness(s, HealthLimits()).status == "failing"
+    assert liveness(s, HealthLimits()).status == "ok"  # starting is alive
+
+
+def test_health_comes_from_the_controller_and_fatal_wins() -> None:
+    now = time.monotonic()
+    snap = HealthSnapshot(role="leader", informers={"Pod.v1": True}, last_api_contact=now, now=now)
+    state = AppState(controller=_Status(snap))
+    reader = StateReader(state)
+    assert reader.health().role == "leader" and readiness(reader.health(), HealthLimits()).status == "ok"
+    state.fatal = "task informer:pods crashed 5 times"
+    assert reader.health().fatal == state.fatal
+    body = liveness(reader.health(), HealthLimits())
+    assert body.status == "failing" and any(c.message == state.fatal for c in body.checks)
+    assert reader.object_source().get("v1", "Pod", "ns", "p") == {"kind": "X"}
+    assert asyncio.run(reader.live("v1", "Pod", "ns", "p")) == {"live": "p"}  # type: ignore[misc]
+
+
+def test_readiness_names_the_failing_informer_and_the_api_error() -> None:
+    now = time.monotonic()
+    snap = HealthSnapshot(
+        role="single",
+        informers={"Pod.v1": False, "PodGroup.v2alpha2.scheduling.run.ai": True},
+        informer_messages={"Pod.v1": "watch down for 7.0s: 0 ConnectionError: refused"},
+        last_api_contact=now - 20,
+        api_error="/livez: 0 ConnectionError: refused",
+        now=now,
     )
-    return SimpleNamespace(cache=cache, queue=queue, leader=leader, metrics=metrics, client=SimpleNamespace(),
-                           started_at=time.monotonic(), store=None, definitions=None, grouper=None)
-
-
-def test_controller_health_derives_progress_and_contact() -> None:
-    metrics = Metrics()
-    state = AppState(metrics=metrics)
-    health = ControllerHealth(StateReader(state))
-    s = health()
-    assert not s.started and s.last_api_contact is None
-    assert readiness(s, HealthLimits()).status != "ok"
-    assert liveness(s, HealthLimits()).status == "ok"
-
-    pods, pgs = _Informer(rv="10"), _Informer(synced=False)
-    state.controller = _controller(metrics, {"Pod": pods, "PodGroup": pgs})
-    s = health()
-    assert s.started and s.informers == {"Pod.v1": True, "PodGroup.v2alpha2.scheduling.run.ai": False}
-    assert s.last_api_contact is not None  # a cache at some resourceVersion proves contact
-    assert s.worker_heartbeat is None and s.role == "single"
-    pgs.synced.set()
-    assert readiness(health(), HealthLimits()).status == "ok"
-
-    first_contact = s.last_api_contact
-    time.sleep(0.01)
-    assert health().last_api_contact == first_contact  # nothing changed
-    metrics.api_requests.labels(verb="list", resource="pods", code="200").inc()
-    assert health().last_api_contact > first_contact  # type: ignore[operator]
-    metrics.reconcile_duration.observe(0.1)
-    beat = health().worker_heartbeat
-    assert beat is not None
-    state.controller.last_progress = 42.0
-    assert health().worker_heartbeat == 42.0
-
-
-def test_controller_health_role() -> None:
-    metrics = Metrics()
-    leading = SimpleNamespace(is_leader=lambda: True)
-    waiting = SimpleNamespace(is_leader=lambda: False)
-    state = AppState(metrics=metrics, controller=_controller(metrics, {}, leader=leading))
-    assert ControllerHealth(StateReader(state))().role == "leader"
-    state.controller = _controller(metrics, {}, leader=waiting)
-    assert ControllerHealth(StateReader(state))().role == "standby"
-    assert ControllerHealth(StateReader(AppState(settings=SimpleNamespace(leader_elect=True))))().role == "standby"
+    body = readiness(snap, HealthLimits())
+    assert body.status == "failing"
+    msgs = {c.name: c.message for c in body.checks}
+    assert "Pod.v1: watch down for 7.0s" in msgs["informers"]
+    assert "limit 15s" in msgs["api-server"] and "refused" in msgs["api-server"]

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from grouper.core.config import GroupingConfig
-from grouper.kube.informer import slim_pod, strip_managed_fields
+from grouper.controller.cache import slim_pod
+from grouper.kube.informer import strip_managed_fields
 from grouper.kube.transport import RateLimiter, describe_request, object_path
 from grouper.runtime.settings import RunSettings, add_flags, env_name
 

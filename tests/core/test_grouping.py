@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext
-from grouper.core.grouping import Grouper
+from grouper.runtime.composition import build_grouper as Grouper
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import InMemoryLookups
 from grouper.model.errors import InvalidWorkload

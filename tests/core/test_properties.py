@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from grouper.core.decision import Decision
-from grouper.core.grouping import Grouper
+from grouper.runtime.composition import build_grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.merge import merge_pod_groups
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
@@ -100,7 +100,7 @@ def world() -> dict[str, Any]:
     catalog_gvks = sorted({(d.definition.gvk.group, d.definition.gvk.version, d.definition.gvk.kind)
                            for d in registry.all()})
     return {
-        "grouper": Grouper(definitions=registry),
+        "grouper": build_grouper(definitions=registry),
         "registry": registry,
         "examples": examples,
         "native_gvks": native_gvks,

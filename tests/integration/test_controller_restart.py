@@ -29,7 +29,8 @@ from kube import Kube, wait_until
 from grouper.devcluster import LocalCluster
 from grouper.kube import config as kubeconfig
 from grouper.kube.discovery import WELL_KNOWN
-from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer, slim_pod
+from grouper.controller.cache import slim_pod
+from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics

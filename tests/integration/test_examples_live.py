@@ -26,7 +26,7 @@ import yaml
 from kube import Kube, KubeError, wait_until
 
 from grouper.core.config import GroupingConfig
-from grouper.core.grouping import Grouper
+from grouper.runtime.composition import build_grouper
 from grouper.core.plan import plan
 from grouper.devcluster import LocalCluster
 from grouper.karta import DefinitionRegistry
@@ -179,7 +179,7 @@ def planned(kube: Kube, submitted: list[dict[str, Any]]) -> dict[str, Any]:
     objects = [o for o in submitted if o["kind"] not in ("Karta", "PriorityClass")]
     for pc in kube.list("/apis/scheduling.k8s.io/v1/priorityclasses"):
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **pc})
-    return plan(objects, Grouper(GroupingConfig(), registry)).to_json()
+    return plan(objects, build_grouper(GroupingConfig(), registry)).to_json()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -247,7 +247,7 @@ def test_every_native_plugin_and_karta_path_is_covered() -> None:
         for o in objs:
             if o["kind"] == "Karta":
                 registry.upsert_cluster_object(o)
-        result = plan([o for o in objs if o["kind"] != "Karta"], Grouper(GroupingConfig(), registry))
+        result = plan([o for o in objs if o["kind"] != "Karta"], build_grouper(GroupingConfig(), registry))
         plugins |= {d.plugin for d in result.decisions if d.plugin}
     expected = {
         "BatchJob Grouper", "CronJob Grouper", "Deployment Grouper", "PodJob Grouper", "JobSet Grouper",

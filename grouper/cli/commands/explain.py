@@ -18,8 +18,8 @@ from typing import Any
 from grouper.cli.commands.get import ServerError, server_get
 from grouper.cli.common import add_grouping_flags, add_target_flags, default_definitions_dir, grouping_config
 from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader, LiveLookups
-from grouper.core.grouping import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.model import objects as o
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 
 EXIT_OK, EXIT_ERROR, EXIT_NOT_FOUND = 0, 1, 3
 
@@ -183,13 +183,13 @@ def _registry(reader: KubeReader, args: argparse.Namespace) -> Any:
 
 def from_cluster(args: argparse.Namespace, reader: KubeReader, namespace: str
                  ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, str | None]] | None:
-    from grouper.core.grouping import Grouper
+    from grouper.runtime.composition import build_grouper
 
     pod = reader.get_json(f"/api/v1/namespaces/{namespace}/pods/{args.pod}")
     if pod is None:
         return None
     config = grouping_config(args)
-    decision = Grouper(config, _registry(reader, args)).decide(pod, LiveLookups(reader, config))
+    decision = build_grouper(config, _registry(reader, args)).decide(pod, LiveLookups(reader, config))
     rec = decision.to_record()
     rec["lastError"] = None
     actual = {"podGroup": o.annotations(pod).get(POD_GROUP_ANNOTATION),

@@ -19,8 +19,8 @@ from typing import Any
 
 from grouper.cli.common import add_target_flags
 from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader
-from grouper.core.grouping import POD_GROUP_ANNOTATION
 from grouper.model import objects as o
+from grouper.model.podgroup import POD_GROUP_ANNOTATION
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 

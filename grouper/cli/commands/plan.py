@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 
 from grouper.cli.common import add_grouping_flags, default_definitions_dir, grouping_config
-from grouper.core.grouping import Grouper
 from grouper.core.plan import PlanResult, plan
 from grouper.manifests import ManifestError, load_manifests
 from grouper.model.podgroup import PodGroupMetadata
+from grouper.runtime.composition import build_grouper
 
 EXIT_OK, EXIT_POD_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             objects.append(m.obj)
     config = grouping_config(args)
-    result = plan(objects, Grouper(config, registry))
+    result = plan(objects, build_grouper(config, registry))
     emit(result, args.output)
     return EXIT_POD_ERRORS if result.errors else EXIT_OK
 

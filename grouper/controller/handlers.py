@@ -1,0 +1,244 @@
+"""Watch events → workload keys on the work queue. Handlers are synchronous and cheap (they run in the
+event loop between watch lines): an owner walk on the cache at most, never I/O.
+
+- **pods** (field-selected by scheduler name): owner walk on the cache → the workload key. A pod whose
+  owner kind is not cached yet is parked while that informer starts, then routed again.
+- **owner kinds and everything else grouping read**: object UID → the workloads that read it, and for
+  an object that appears, the workloads that looked for it and did not find it (``absent_key``).
+- **PodGroups**: a PodGroup changed or deleted by anyone but us → its workload (so it is restored).
+- **namespaces** (with ``--namespace-label-selector``): a namespace that becomes selected → its pods.
+
+Every event of a pod or PodGroup first clears that object's entry in the shared
+:class:`~grouper.writer.expectations.WriteExpectations`; an event that is only the echo of our own write
+changes nothing and is dropped, as are updates that change nothing grouping reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from grouper.controller.cache import (
+    NAMESPACE,
+    POD,
+    PODGROUP,
+    PRIORITY_CLASS,
+    ClusterCache,
+    NotCached,
+    absent_key_of,
+)
+from grouper.controller.decisions import DecisionStore
+from grouper.controller.queue import WorkQueue
+from grouper.controller.reconciler import is_terminal
+from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
+from grouper.core.owner_chain import resolve_owners
+from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
+from grouper.model import objects as o
+from grouper.model.errors import GroupingError
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import PODGROUP_KIND
+from grouper.observability.metrics import Metrics
+from grouper.writer.expectations import WriteExpectations
+
+log = logging.getLogger(__name__)
+
+# Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
+STATUS_READING_GROUPS = frozenset({"ray.io"})
+Spawn = Callable[[Any], None]
+
+
+def strip_volatile(obj: Obj, keep_status: bool) -> Obj:
+    """The object without what changes on every write and is never read (resourceVersion, managedFields,
+    generation, and status unless ``keep_status``): equal results mean nothing grouping reads changed."""
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields", "generation")
+    }
+    out = {k: v for k, v in obj.items() if k != "metadata" and (keep_status or k != "status")}
+    out["metadata"] = meta
+    return out
+
+
+def pod_signature(pod: Obj) -> tuple[Any, ...]:
+    m = o.meta(pod)
+    return (
+        m.get("labels"),
+        m.get("annotations"),
+        m.get("ownerReferences"),
+        pod.get("spec"),
+        bool(m.get("deletionTimestamp")),
+        is_terminal(pod),
+    )
+
+
+class EventHandlers:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        index: WorkloadIndex,
+        queue: WorkQueue[WorkloadKey],
+        store: DecisionStore,
+        expectations: WriteExpectations,
+        spawn: Spawn,
+        deleted: DeletedOwners,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.cache, self.index, self.queue, self.store = cache, index, queue, store
+        self.expectations = expectations
+        self.spawn = spawn
+        self.deleted = deleted
+        self.metrics = metrics
+        self._parked: dict[GVK, set[tuple[str, str]]] = {}  # owner kind being started -> pods waiting
+        self._refused: dict[tuple[str, str], set[tuple[str, str]]] = {}  # kind outside the allow-list -> pods
+
+    def attach(self, gvk: GVK, informer: Informer) -> None:
+        if gvk == POD:
+            informer.add_handler(self.on_pod)
+        elif gvk == PODGROUP:
+            informer.add_handler(self.on_pod_group)
+        elif gvk == NAMESPACE:
+            informer.add_handler(self.on_namespace)
+        elif gvk == PRIORITY_CLASS:
+            informer.add_handler(self.object_handler(gvk))
+        else:
+            informer.add_handler(self.object_handler(gvk))
+
+    # ------------------------------------------------------------------ pods
+
+    def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        key = (o.namespace(pod), o.name(pod))
+        echo = self.expectations.observe("Pod", etype, pod)
+        if etype == DELETED:
+            wl = self.index.remove_pod(key)
+            self.store.forget_pod(*key)
+            if wl is not None:
+                self.queue.add(wl)
+            return
+        if echo:
+            return
+        if etype == MODIFIED and old is not None and pod_signature(old) == pod_signature(pod):
+            return
+        self.route_pod(pod)
+
+    def route_pod(self, pod: Obj) -> None:
+        key = (o.namespace(pod), o.name(pod))
+        if not self.cache.namespace_allowed(key[0]):
+            return
+        wl = self.workload_of(pod)
+        if wl is None:
+            return  # parked until the owner kind's informer is up
+        prev = self.index.set_pod(key, wl)
+        if prev is not None:
+            self.queue.add(prev)
+        self.queue.add(wl)
+
+    def workload_of(self, pod: Obj) -> WorkloadKey | None:
+        """Top owner on the cache (the same walk the decision makes), or the pod itself when the walk fails."""
+        lookups = self.cache.lookups()
+        try:
+            chain = resolve_owners(pod, lookups)
+        except NotCached as e:
+            self._park(e.gvk, pod)
+            return None
+        except GroupingError:
+            # owner missing / mismatched / a cycle: the pod is its own workload until the owner shows up
+            # (the owner reference's UID is a dependency, so the owner's arrival re-evaluates it)
+            wl = WorkloadKey.of_pod(o.namespace(pod), o.name(pod))
+            self.index.set_dependencies(wl, [str(r.get("uid") or "") for r in o.owner_references(pod)])
+            return wl
+        if lookups.misses:
+            self._park(next(iter(lookups.misses)), pod)
+            return None
+        for gvk in lookups.refused:
+            pods = self._refused.setdefault((gvk.group, gvk.kind), set())
+            if (o.namespace(pod), o.name(pod)) not in pods:
+                pods.add((o.namespace(pod), o.name(pod)))
+                if self.metrics is not None:
+                    self.metrics.owner_kinds_refused.inc()
+        top = chain.top_owner
+        if top is pod or (top.get("kind") == "Pod" and o.uid(top) == o.uid(pod)):
+            return WorkloadKey.of_pod(o.namespace(pod), o.name(pod))
+        return WorkloadKey(o.namespace(pod), GVK.of(top).group, str(top.get("kind")), o.name(top))
+
+    def pods_refused(self, kinds: frozenset[tuple[str, str]]) -> list[Obj]:
+        """Pods whose owner walk stopped at one of these kinds (to route again once they are allowed)."""
+        pods_inf = self.cache.informer(POD)
+        out: list[Obj] = []
+        for kind in kinds:
+            for ns, name in sorted(self._refused.pop(kind, ())):
+                pod = pods_inf.get(ns, name) if pods_inf is not None else None
+                if pod is not None:
+                    out.append(pod)
+        return out
+
+    def _park(self, gvk: GVK, pod: Obj) -> None:
+        waiting = self._parked.get(gvk)
+        if waiting is None:
+            waiting = self._parked[gvk] = set()
+            self.spawn(self._start_kind(gvk))
+        waiting.add((o.namespace(pod), o.name(pod)))
+
+    async def _start_kind(self, gvk: GVK) -> None:
+        delay = 1.0
+        while True:
+            res = await self.cache.ensure(gvk)
+            log.info("informer for %s: %s", gvk, res, extra={"kind": str(gvk)})
+            if res != "error":
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
+        pods_inf = self.cache.informer(POD)
+        for ns, name in self._parked.pop(gvk, set()):
+            pod = pods_inf.get(ns, name) if pods_inf is not None else None
+            if pod is not None:
+                self.route_pod(pod)
+
+    # ------------------------------------------------------------------ everything else
+
+    def object_handler(self, gvk: GVK) -> Callable[[str, Obj, Obj | None], None]:
+        keep_status = gvk.group in STATUS_READING_GROUPS
+
+        def handler(etype: str, obj: Obj, old: Obj | None) -> None:
+            if etype == DELETED:
+                self.deleted.note(o.uid(obj))
+            if (
+                etype == MODIFIED
+                and old is not None
+                and strip_volatile(old, keep_status) == strip_volatile(obj, keep_status)
+            ):
+                return
+            for wl in self.index.workloads_reading(o.uid(obj)):
+                self.queue.add(wl)
+            if etype == ADDED:  # workloads that looked for it before it existed (a PriorityClass, a Job, ...)
+                for wl in self.index.workloads_reading(absent_key_of(obj)):
+                    self.queue.add(wl)
+
+        return handler
+
+    def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
+        if self.expectations.observe(PODGROUP_KIND, etype, pg):
+            return
+        if etype == MODIFIED and old is not None and strip_volatile(old, False) == strip_volatile(pg, False):
+            return
+        wl = self.index.workload_of_pod_group((o.namespace(pg), o.name(pg)))
+        if wl is not None:
+            self.queue.add(wl)
+        for wl in self.index.workloads_reading(o.uid(pg)):
+            self.queue.add(wl)
+        if etype == ADDED:
+            for wl in self.index.workloads_reading(absent_key_of(pg)):
+                self.queue.add(wl)
+
+    def on_namespace(self, etype: str, ns: Obj, old: Obj | None) -> None:
+        if etype != ADDED:
+            return
+        pods = self.cache.informer(POD)
+        for pod in pods.list(o.name(ns)) if pods is not None else ():
+            self.route_pod(pod)
+
+
+__all__ = ["EventHandlers", "pod_signature", "strip_volatile"]

@@ -1,0 +1,177 @@
+"""Keeps the Karta definition registry in step with the cluster's ``Karta`` objects.
+
+Each watch event of a Karta is applied to the registry in order, off the event loop (parsing and
+validating a large definition takes long; a worker thread keeps probes, watches and the Lease renewals
+answering meanwhile). Then, scoped to what the change can affect:
+
+- the workloads of the kinds the old and new definition describe are re-queued (chunked, so the loop
+  yields) — not every workload of the cluster;
+- the owner-kind allow-list and the cached pod shape follow the loaded definitions (a pod selector
+  reading ``.spec.hostname`` makes the pod cache keep that field; the pod informer re-lists once);
+- an unusable definition is never fatal: its kind falls back to the default grouper, and it shows up as
+  a Warning Event on the Karta (reason ``InvalidKarta``), a log line, ``/definitions`` and the metric
+  ``podgrouper_karta_definitions{state="invalid"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from grouper.controller.cache import POD, ClusterCache
+from grouper.karta import DefinitionRegistry, KartaDefinition, LoadedDefinition
+from grouper.kube.informer import DELETED, MODIFIED, Informer
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+from grouper.observability.metrics import Metrics
+from grouper.writer.events import EventRecorder, InvolvedObject
+
+log = logging.getLogger(__name__)
+INVALID_KARTA_REASON = "InvalidKarta"
+Kinds = set[tuple[str, str]]  # (group, kind)
+
+
+def definition_kinds(defn: KartaDefinition) -> Kinds:
+    """Every (group, kind) a definition names: its root, its components, its additional child kinds."""
+    out: Kinds = set()
+    for c in defn.components():
+        if c.kind is not None and c.kind.kind:
+            out.add((c.kind.group, c.kind.kind))
+    for gvk in defn.additional_child_kinds:
+        out.add((gvk.group, gvk.kind))
+    if defn.gvk.kind:
+        out.add((defn.gvk.group, defn.gvk.kind))
+    return out
+
+
+def pod_paths(defn: KartaDefinition) -> list[str]:
+    """The jq paths a definition evaluates on pods (selectors and alpha grouping keys)."""
+    paths: list[str] = []
+    for c in defn.components():
+        sel = c.pod_selector
+        if sel is None:
+            continue
+        if sel.component_type is not None and sel.component_type.key_path:
+            paths.append(sel.component_type.key_path)
+        for p in (sel.instance_id_path, sel.replica_key_path):
+            if p:
+                paths.append(p)
+    if defn.gang is not None:
+        for group in defn.gang.pod_groups:
+            for member in group.members:
+                paths.extend(member.group_by_key_paths)
+                paths.extend(member.filters)
+    return paths
+
+
+class KartaSync:
+    def __init__(
+        self,
+        registry: DefinitionRegistry,
+        *,
+        cache: ClusterCache,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        requeue_kinds: Callable[[Kinds], None],
+        spawn: Callable[[Any], None],
+        fixed_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        self.registry = registry
+        self.cache = cache
+        self.recorder = recorder
+        self.metrics = metrics
+        self.requeue_kinds = requeue_kinds
+        self.spawn = spawn
+        self.fixed_kinds = fixed_kinds
+        self._events: asyncio.Queue[tuple[str, Obj, bool]] = asyncio.Queue()
+        self._consumer: asyncio.Task[None] | None = None
+        self.applied = 0  # events applied (tests wait on it)
+        self.refresh_policy()
+        self.update_metrics()
+
+    def attach(self, informer: Informer) -> None:
+        def handler(etype: str, obj: Obj, old: Obj | None) -> None:
+            if etype == MODIFIED and old is not None and _spec_of(old) == _spec_of(obj):
+                return
+            self._events.put_nowait((etype, obj, informer.synced.is_set()))
+            if self._consumer is None or self._consumer.done():
+                self._consumer = asyncio.get_running_loop().create_task(self._drain(), name="karta-sync")
+
+        informer.add_handler(handler)
+
+    @property
+    def pending(self) -> int:
+        return self._events.qsize() + (0 if self._consumer is None or self._consumer.done() else 1)
+
+    async def _drain(self) -> None:
+        while not self._events.empty():
+            etype, obj, synced = self._events.get_nowait()
+            try:
+                await self._apply(etype, obj, synced)
+            except Exception:
+                log.exception("cannot apply Karta %s", o.name(obj), extra={"karta": o.name(obj)})
+            self.applied += 1
+
+    async def _apply(self, etype: str, obj: Obj, synced: bool) -> None:
+        name = o.name(obj)
+        before = self.registry.get(name)
+        affected: Kinds = set()
+        if before is not None and before.source == "cluster":
+            affected = definition_kinds(before.definition)
+        if etype == DELETED:
+            self.registry.remove_cluster_object(name)
+        else:
+            # parsing + validating runs in a worker thread: a huge definition must not stall the loop
+            loaded = await asyncio.to_thread(self.registry.upsert_cluster_object, obj)
+            self._report_invalid(obj, loaded)
+            if loaded is not None:
+                affected |= definition_kinds(loaded.definition)
+        self.update_metrics()
+        self.refresh_policy()
+        if synced and affected:
+            self.requeue_kinds(affected)
+
+    def refresh_policy(self) -> None:
+        """Allow-list and pod shape from every loaded definition."""
+        kinds: Kinds = set()
+        paths: list[str] = []
+        for ld in self.registry.all():
+            kinds |= definition_kinds(ld.definition)
+            paths.extend(pod_paths(ld.definition))
+        self.cache.policy.karta = frozenset(kinds)
+        if self.cache.pod_shape.widen(paths):
+            pods = self.cache.informer(POD)
+            if pods is not None:
+                log.info("a Karta pod selector reads more pod fields; re-listing pods to cache them")
+                pods.request_relist()
+
+    def _report_invalid(self, obj: Obj, loaded: LoadedDefinition | None) -> None:
+        name = o.name(obj)
+        if loaded is None:
+            problem = str(self.registry.cluster_errors().get(name, "cannot be parsed"))
+        elif not loaded.report.ok:
+            problem = "; ".join(str(issue) for issue in loaded.report.errors)
+        else:
+            return
+        message = f"Karta {name} is invalid and is not used: {problem}"
+        log.warning(message, extra={"karta": name})
+        involved = InvolvedObject("run.ai/v1alpha1", "Karta", "", name, o.uid(obj))
+        self.spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
+
+    def update_metrics(self) -> None:
+        """``podgrouper_karta_definitions{origin,state}``; cluster Kartas that failed to load count as invalid."""
+        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in ("valid", "invalid")}
+        for ld in self.registry.all():
+            counts[(ld.source, "valid" if ld.report.ok else "invalid")] += 1
+        counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
+        for (origin, state), n in counts.items():
+            self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
+
+
+def _spec_of(obj: Obj) -> Any:
+    return (obj.get("spec"), o.labels(obj), bool(o.meta(obj).get("deletionTimestamp")))
+
+
+__all__ = ["INVALID_KARTA_REASON", "KartaSync", "definition_kinds", "pod_paths"]

@@ -1,0 +1,109 @@
+"""The reconcile workers: take a workload key from the queue, reconcile it, decide when it comes back.
+
+``max_concurrent_reconciles`` workers share the queue; one key is never processed by two at once (the
+queue guarantees it). Results map to the queue: ``ok`` forgets the key's back-off, ``error`` re-queues
+it with back-off, ``failed`` (a decision error no retry can fix) waits for the next change of an object
+it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second. A reconcile cancelled
+half-way (lease lost, shutdown) is put back for whoever leads next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+
+from grouper.controller.queue import ShutDown, WorkQueue
+from grouper.controller.reconciler import Reconciler, Result
+from grouper.controller.supervisor import Supervisor
+from grouper.controller.workloads import WorkloadKey
+from grouper.observability.logging import log_context
+
+log = logging.getLogger(__name__)
+
+
+class WorkerPool:
+    def __init__(self, queue: WorkQueue[WorkloadKey], reconciler: Reconciler, supervisor: Supervisor, size: int) -> None:
+        self.queue = queue
+        self.reconciler = reconciler
+        self.supervisor = supervisor
+        self.size = max(1, size)
+        self.names: list[str] = []
+        self.last_progress: float | None = None  # monotonic time the last reconcile finished (liveness)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.names)
+
+    def start(self) -> None:
+        if self.names:
+            return
+        self.names = [f"reconcile-worker-{i}" for i in range(self.size)]
+        for i, name in enumerate(self.names):
+            self.supervisor.spawn(name, functools.partial(self._work, i))
+
+    async def stop(self, *, drain: float = 0.0) -> None:
+        """Stop the workers: wait up to ``drain`` seconds for in-flight reconciles, then cancel."""
+        names, self.names = self.names, []
+        if not names:
+            return
+        tasks = [t for t in (self.supervisor.task(n) for n in names) if t is not None]
+        if drain > 0 and tasks:
+            _, pending = await asyncio.wait(tasks, timeout=drain)
+        else:
+            pending = set(tasks)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _work(self, n: int) -> None:
+        while True:
+            try:
+                wl = await self.queue.get()
+            except ShutDown:
+                return
+            result: Result | None = None
+            try:
+                with log_context(workload=str(wl), worker=n):
+                    result = await self.reconciler.reconcile(wl)
+                    _log_result(wl, result, self.queue.num_requeues(wl))
+            except asyncio.CancelledError:
+                self.queue.done(wl)
+                self.queue.add(wl)  # cancelled mid-way (lost leadership / shutdown): do it again later
+                raise
+            except Exception:
+                log.exception("reconcile of %s crashed", wl, extra={"workload": str(wl)})
+                result = Result("error", ["internal error"])
+            self.queue.done(wl)
+            self.last_progress = time.monotonic()
+            self._requeue(wl, result)
+
+    def _requeue(self, wl: WorkloadKey, result: Result) -> None:
+        if result.status in ("ok", "failed"):
+            self.queue.forget(wl)
+        elif result.status == "requeue":
+            self.queue.add(wl)
+        elif result.status == "error":
+            self.queue.add_rate_limited(wl)
+        elif result.status == "later":
+            self.queue.forget(wl)
+            self.queue.add_after(wl, result.retry_after)
+        elif result.status == "not_leader":
+            self.queue.add_after(wl, 1.0)
+
+
+def _log_result(wl: WorkloadKey, r: Result, retries: int) -> None:
+    if r.status in ("error", "failed"):
+        log.warning(
+            "reconcile failed: %s",
+            "; ".join(r.errors[:3]),
+            extra={"plugin": r.plugin, "retries": retries, "retrying": r.status == "error"},
+        )
+    elif r.written:
+        log.info("reconciled", extra={"plugin": r.plugin, "writes": r.written})
+    else:
+        log.debug("reconciled, nothing to write", extra={"plugin": r.plugin})
+
+
+__all__ = ["WorkerPool"]

@@ -1,0 +1,104 @@
+"""The one place that remembers "what I wrote and have not seen in the cache yet".
+
+kube-controller-manager's expectations, for single objects: after a successful create, update, patch or
+delete the writer records the object as the API server answered it. Until the watch shows that version,
+:meth:`current` answers with our own write instead of the (older) cached object, so two reconciles in a
+row never send the same write twice. **Every watch event of the object clears its entry** — the echo of
+our write, somebody else's edit, a DELETED event — so the cache is trusted again at once; and
+:meth:`observe` tells the event handler whether the event was only the echo (nothing new to reconcile).
+
+A hand-deleted or hand-edited PodGroup, a removed pod annotation: the event clears the entry, the
+workload is reconciled from the cache, and the object is restored. Entries also expire after ``ttl``
+seconds (a lost echo can never freeze a decision), and a cached object with a resourceVersion at least as
+new as ours supersedes the entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+
+ObjKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+@dataclass(frozen=True)
+class _Expected:
+    obj: Obj | None  # None: we deleted it
+    uid: str
+    rv: str
+    at: float
+
+
+def _rv(obj: Obj | None) -> str:
+    return str(o.meta(obj).get("resourceVersion") or "") if obj else ""
+
+
+def _at_least(cached_rv: str, expected_rv: str) -> bool:
+    """Whether the cached version is at least as new as ours. resourceVersions are opaque by contract;
+    the API server's are etcd revisions, so when both parse as integers they are compared, else only
+    equality counts."""
+    if cached_rv == expected_rv:
+        return True
+    if cached_rv.isdigit() and expected_rv.isdigit():
+        return int(cached_rv) >= int(expected_rv)
+    return False
+
+
+class WriteExpectations:
+    def __init__(self, *, ttl: float = 30.0, max_entries: int = 100_000) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: OrderedDict[ObjKey, _Expected] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def wrote(self, kind: str, obj: Obj) -> None:
+        """Record the object our create/update/patch produced (as returned by the API server)."""
+        key = (kind, o.namespace(obj), o.name(obj))
+        self._put(key, _Expected(obj, o.uid(obj), _rv(obj), time.monotonic()))
+
+    def deleted(self, kind: str, namespace: str, name: str, uid: str = "") -> None:
+        """Record that we deleted the object: :meth:`current` answers None until the watch agrees."""
+        self._put((kind, namespace, name), _Expected(None, uid, "", time.monotonic()))
+
+    def _put(self, key: ObjKey, exp: _Expected) -> None:
+        self._entries.pop(key, None)
+        self._entries[key] = exp
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def current(self, kind: str, namespace: str, name: str, cached: Obj | None) -> Obj | None:
+        """What the object is now: our pending write when the cache has not caught up, else ``cached``."""
+        key = (kind, namespace, name)
+        exp = self._entries.get(key)
+        if exp is None:
+            return cached
+        if time.monotonic() - exp.at > self.ttl:
+            del self._entries[key]
+            return cached
+        if exp.obj is None:  # our delete
+            if cached is None or (exp.uid and o.uid(cached) != exp.uid):
+                del self._entries[key]
+                return cached
+            return None
+        if cached is not None and _at_least(_rv(cached), exp.rv):
+            del self._entries[key]
+            return cached
+        return exp.obj
+
+    def observe(self, kind: str, event_type: str, obj: Obj) -> bool:
+        """Clear the object's entry on any watch event; True when the event is just the echo of our write."""
+        exp = self._entries.pop((kind, o.namespace(obj), o.name(obj)), None)
+        if exp is None:
+            return False
+        if exp.obj is None:
+            return event_type == "DELETED" and (not exp.uid or o.uid(obj) == exp.uid)
+        return event_type != "DELETED" and bool(exp.rv) and _rv(obj) == exp.rv
+
+
+__all__ = ["WriteExpectations"]
