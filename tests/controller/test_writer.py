@@ -14,6 +14,7 @@ from grouper.writer.podgroups import (
     preserve_foreign_fields,
     updated_object,
 )
+from grouper.writer.expectations import WriteExpectations
 from grouper.writer.pods import pod_patch
 
 OWNER = OwnerRef("batch/v1", "Job", "train", "uid-1")
@@ -45,7 +46,7 @@ def stored(desired: dict, **changes: object) -> dict:
 
 
 def writer() -> PodGroupWriter:
-    return PodGroupWriter(None, existing=lambda ns, n: None)  # type: ignore[arg-type]
+    return PodGroupWriter(None, existing=lambda ns, n: None, expectations=WriteExpectations())  # type: ignore[arg-type]
 
 
 def test_normalize_treats_empty_as_absent() -> None:
