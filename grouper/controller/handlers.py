@@ -154,6 +154,13 @@ class EventHandlers:
             self._park(next(iter(lookups.misses)), pod)
             return None
         for gvk in lookups.refused:
+            if (gvk.group, gvk.kind) not in self._refused:
+                log.warning(
+                    "owner kind %s is not one the grouper reads (no native plugin, no Karta definition, not in "
+                    "--extra-owner-kinds): owner walks stop below it and no cache of it is started",
+                    gvk,
+                    extra={"kind": str(gvk), "pod": f"{o.namespace(pod)}/{o.name(pod)}"},
+                )
             pods = self._refused.setdefault((gvk.group, gvk.kind), set())
             if (o.namespace(pod), o.name(pod)) not in pods:
                 pods.add((o.namespace(pod), o.name(pod)))

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from grouper.controller.cache import POD, PODGROUP, CacheLookups, ClusterCache
@@ -45,6 +46,10 @@ OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 # change to one of those objects re-queues the workload (its dependencies are indexed).
 PERMANENT_REASONS = frozenset({"OwnerCycle", "OwnerChainTooDeep", "InvalidWorkload", "InvalidPodGroup"})
 AWAIT_GC_SECONDS = 5.0
+# A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
+# the pod's (two streams). Wait for it quietly instead of reporting a missing owner.
+YOUNG_POD_SECONDS = 10.0
+AWAIT_CACHE_SECONDS = 1.0
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_PODGROUP_INDEX = "pod-group"
 
@@ -79,6 +84,16 @@ class Result:
 
 def is_terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def _age(pod: Obj) -> float:
+    """Seconds since the pod was created (large when unknown, so nothing waits on a bad timestamp)."""
+    ts = str(o.meta(pod).get("creationTimestamp") or "")
+    try:
+        created = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("inf")
+    return time.time() - created
 
 
 def workload_of_decision(d: Decision, fallback: WorkloadKey) -> WorkloadKey:
@@ -224,7 +239,11 @@ class Reconciler:
         # 1. decision errors
         awaiting_gc = 0
         transient_errors = 0
+        awaiting_cache = 0
         for pod, d in mine:
+            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS:
+                awaiting_cache += 1
+                continue
             self.store.record_decision(d, str(wl))
             if (
                 d.outcome == "error"
@@ -311,11 +330,14 @@ class Reconciler:
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed)
-        if not result.errors and workload_ref is not None and not awaiting_gc:
-            result.written += await self._delete_replaced(wl, workload_ref, {m.metadata.name for m in merged})
+        if not result.errors and workload_ref is not None and not awaiting_gc and not awaiting_cache:
+            owners = {workload_ref.uid} | {o.uid(p) for p, _ in mine}  # per-pod PodGroups are owned by pods
+            result.written += await self._delete_replaced(wl, owners, {m.metadata.name for m in merged})
 
         if result.errors:
             result.status = "error" if transient_errors else "failed"
+        elif awaiting_cache:
+            result.status, result.retry_after = "later", AWAIT_CACHE_SECONDS
         elif awaiting_gc:
             result.status, result.retry_after = "later", AWAIT_GC_SECONDS
         self.store.record_workload(
@@ -349,15 +371,16 @@ class Reconciler:
                 return False
         return False
 
-    async def _delete_replaced(self, wl: WorkloadKey, owner: OwnerRef, wanted: set[str]) -> int:
-        """Delete PodGroups owned by the workload, not wanted by it and named by no pod (both from the
-        caches' indexes). Only objects the grouper itself could have made: owned by this workload."""
+    async def _delete_replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> int:
+        """Delete PodGroups owned by the workload (or by one of its pods: the per-pod PodGroup of a pod
+        that now belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes)."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
-        if pgs is None or pods is None or not owner.uid:
+        if pgs is None or pods is None:
             return 0
         deleted = 0
-        for pg in pgs.by_index(PODGROUP_OWNER_INDEX, owner.uid):
+        candidates = {o.name(pg): pg for uid in owners if uid for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid)}
+        for pg in candidates.values():
             name = o.name(pg)
             if name in wanted or o.namespace(pg) != wl.namespace or self._named_by_a_pod(pods, wl.namespace, name):
                 continue

@@ -14,6 +14,7 @@ from grouper.kube.transport import KubeClient
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
+from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import PodGroupWriter
 
 T = TypeVar("T")
@@ -64,9 +65,9 @@ def test_conflicts_retry_from_fresh_state_and_foreign_fields_survive(
     async def scenario(client: KubeClient) -> list[str]:
         ops: list[str] = []
         # the cache has not seen the PodGroup yet, but it exists: AlreadyExists -> re-read -> no-op
-        creator = PodGroupWriter(client, existing=lambda n, name: None)
+        creator = PodGroupWriter(client, existing=lambda n, name: None, expectations=WriteExpectations())
         ops.append(await creator.apply(md(ns, 1, owner)))
-        ops.append(await PodGroupWriter(client, existing=lambda n, name: None).apply(md(ns, 1, owner)))
+        ops.append(await PodGroupWriter(client, existing=lambda n, name: None, expectations=WriteExpectations()).apply(md(ns, 1, owner)))
         stale.update(await client.get(f"{PG.format(ns=ns)}/pg-w"))
         # another writer changes the object after "our cache" read it
         await asyncio.to_thread(
@@ -74,7 +75,7 @@ def test_conflicts_retry_from_fresh_state_and_foreign_fields_survive(
             f"{PG.format(ns=ns)}/pg-w",
             {"metadata": {"labels": {"theirs": "1"}}, "spec": {"markUnschedulable": True}},
         )
-        writer = PodGroupWriter(client, existing=lambda n, name: stale)
+        writer = PodGroupWriter(client, existing=lambda n, name: stale, expectations=WriteExpectations())
         ops.append(await writer.apply(md(ns, 3, owner)))  # PUT with the stale resourceVersion -> 409 -> retry
         return ops
 
