@@ -71,7 +71,7 @@ class Kube:
 
     @classmethod
     def from_cluster(cls, cluster: Any, token: str | None = None) -> Kube:
-        """For a :class:`grouper.devcluster.LocalCluster`; admin unless ``token`` is given."""
+        """For a :class:`devtools.cluster.LocalCluster`; admin unless ``token`` is given."""
         return cls(cluster.server, token or cluster.admin_token, cluster.ca_file)
 
     def with_token(self, token: str) -> Kube:

@@ -26,7 +26,7 @@ from controller.harness import (
 )
 from kube import Kube, wait_until
 
-from grouper.devcluster import LocalCluster
+from devtools.cluster import LocalCluster
 from grouper.kube import config as kubeconfig
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer, slim_pod

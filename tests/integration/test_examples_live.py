@@ -25,10 +25,10 @@ import pytest
 import yaml
 from kube import Kube, KubeError, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.core.config import GroupingConfig
 from grouper.core.grouping import Grouper
 from grouper.core.plan import plan
-from grouper.devcluster import LocalCluster
 from grouper.karta import DefinitionRegistry
 
 pytestmark = pytest.mark.cluster

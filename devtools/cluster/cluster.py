@@ -1,6 +1,6 @@
 """A real Kubernetes control plane on 127.0.0.1: etcd + kube-apiserver + kube-controller-manager.
 
-Built from source by :mod:`grouper.devcluster.build`; no kubelet, no scheduler (pods stay Pending).
+Built from source by :mod:`devtools.cluster.build`; no kubelet, no scheduler (pods stay Pending).
 Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
 ports; :meth:`LocalCluster.stop` stops the controller manager, then the API server, then etcd, and
 removes the directory.
@@ -37,6 +37,8 @@ from typing import Any, Self
 import yaml
 
 from . import build, pki
+from .crds import install_crds
+from .errors import ClusterError
 
 DEFAULT_CONTROLLERS = (
     "garbagecollector",
@@ -52,10 +54,6 @@ DEFAULT_CONTROLLERS = (
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
-
-
-class ClusterError(RuntimeError):
-    pass
 
 
 def _free_ports(n: int) -> list[int]:
@@ -240,8 +238,6 @@ class LocalCluster:
         # CRDs before the controller manager: its garbage collector then watches the custom kinds from the
         # start (it only rediscovers resources every 30 s, so CRDs installed later are collected late)
         if self._crds:
-            from .crds import install_crds
-
             self.crd_names = install_crds(self, self._crds)
             phase("crds")
 
