@@ -13,11 +13,12 @@ exactly as in the controller. Not for use inside a running event loop.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Coroutine, Mapping
 from typing import Any, Self, TypeVar
 
 from grouper.kube import config as kubeconfig
-from grouper.kube.config import ClusterConfig
+from grouper.kube.config import ClusterConfig, KubeConfigError
 from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
@@ -31,12 +32,16 @@ class SyncKube:
     def __init__(self, config: ClusterConfig, *, request_timeout: float = 30.0) -> None:
         self.config = config
         self._loop = asyncio.new_event_loop()
-        self.client = self.run(self._open(request_timeout))  # aiohttp wants its loop running
+        try:
+            self.client = self.run(self._open(request_timeout))  # aiohttp wants its loop running
+        except (OSError, ssl.SSLError) as e:  # an unreadable CA / client certificate
+            self._loop.close()
+            raise KubeConfigError(f"cannot use the TLS settings for {config.server}: {e}") from e
         self.discovery = Discovery(self.client)
 
     @classmethod
     def connect(cls, kubeconfig_path: str | None = None, context: str | None = None) -> SyncKube:
-        """Configured like kubectl (:func:`grouper.kube.config.load`); raises ``KubeConfigError``."""
+        """Configured like kubectl (:func:`grouper.kube.config.load`); raises :class:`KubeConfigError`."""
         return cls(kubeconfig.load(kubeconfig_path, context))
 
     async def _open(self, request_timeout: float) -> KubeClient:

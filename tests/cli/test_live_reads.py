@@ -15,7 +15,7 @@ from kube import Kube
 
 from grouper.cli.live_workload import KindNotResolved, resolve_kind
 from grouper.cli.main import main
-from grouper.kube.config import KubeConfigError
+from grouper.kube.config import KubeConfigError, explicit
 from grouper.kube.sync import SyncKube
 from grouper.kube.transport import ApiError
 from grouper.model.objects import GVK
@@ -84,6 +84,10 @@ def test_every_failure_is_an_api_error(cluster: Any, kube: Kube, namespace: str,
     assert refused.value.status == 0 and refused.value.reason == "ConnectionError"
     with pytest.raises(KubeConfigError, match="cannot load kubeconfig"):
         SyncKube.connect(str(tmp_path / "absent.kubeconfig"))
+    bad_ca = tmp_path / "bad-ca.pem"
+    bad_ca.write_text("not a certificate")
+    with pytest.raises(KubeConfigError, match="cannot use the TLS settings"):
+        SyncKube(explicit(cluster.server, token=cluster.admin_token, ca_file=str(bad_ca)))
 
 
 def test_context_namespace_is_the_default(capsys: pytest.CaptureFixture[str], cluster: Any, kube: Kube,
