@@ -4,15 +4,15 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY grouper ./grouper
+# the built-in Karta catalog becomes package data (grouper/definitions/) of the wheel
+COPY definitions ./definitions
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="kai-pod-grouper" \
       org.opencontainers.image.description="Gang-scheduling pod grouper for KAI Scheduler"
 COPY --from=build /install /usr/local
-COPY definitions /app/definitions
-ENV GROUPER_DEFINITIONS=/app/definitions \
-    PYTHONUNBUFFERED=1
+ENV PYTHONUNBUFFERED=1
 # Non-root, no shell needed at run time.
 USER 65532:65532
 EXPOSE 8080

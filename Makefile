@@ -32,18 +32,18 @@ $(VENV_STAMP): pyproject.toml
 
 # stdlib only, so it needs no venv; prints progress and skips binaries that are up to date
 cluster:
-	$(PYTHON) grouper/devcluster/build.py
+	$(PYTHON) devtools/cluster/build.py
 
 test: venv cluster
 	$(VENV)/bin/pytest -q
 
 lint: venv
-	$(VENV)/bin/ruff check grouper tests
-	$(VENV)/bin/mypy grouper
+	$(VENV)/bin/ruff check grouper devtools tests
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 demo: venv cluster
-	$(PY) -m grouper.demo
+	$(PY) -m devtools.demo
 
 bench: venv cluster
 	@shopt -s nullglob; files=(benchmarks/bench_*.py); \

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grouper.devcluster import LocalCluster, ensure_binaries
+from devtools.cluster import LocalCluster, ensure_binaries
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so tests can `from kube import Kube`
 

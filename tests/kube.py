@@ -6,12 +6,13 @@
     kube.apply_yaml(Path("deploy/rbac.yaml").read_text())    # server-side apply, paths via discovery
 
 Non-2xx answers raise :class:`KubeError` (``.status``, ``.reason``, ``.message``, ``.body``).
+Connection settings come from :mod:`grouper.kube.config` (the product's one kubeconfig loader), so a test
+client authenticates and verifies TLS the way the grouper does.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -19,6 +20,9 @@ from typing import Any, TypeVar
 
 import httpx
 import yaml
+
+from grouper.kube import config as kubeconfig
+from grouper.kube.config import ClusterConfig
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -58,25 +62,30 @@ def wait_until(
 
 
 class Kube:
-    def __init__(self, server: str, token: str, ca_file: str, timeout: float = 30.0) -> None:
-        self.server, self.token, self.ca_file = server, token, ca_file
-        self._ssl = ssl.create_default_context(cafile=ca_file)
+    def __init__(self, config: ClusterConfig, timeout: float = 30.0) -> None:
+        self.config = config
+        headers = {"Accept": "application/json"}
+        if token := config.bearer():
+            headers["Authorization"] = f"Bearer {token}"
         self._client = httpx.Client(
-            base_url=server,
-            verify=self._ssl,
-            timeout=timeout,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            base_url=config.server, verify=config.ssl_context(), timeout=timeout, headers=headers
         )
         self._discovery: dict[str, dict[str, dict[str, Any]]] = {}  # apiVersion -> kind -> resource
 
     @classmethod
+    def from_kubeconfig(cls, path: str, context: str | None = None) -> Kube:
+        return cls(kubeconfig.load(path, context))
+
+    @classmethod
     def from_cluster(cls, cluster: Any, token: str | None = None) -> Kube:
-        """For a :class:`grouper.devcluster.LocalCluster`; admin unless ``token`` is given."""
-        return cls(cluster.server, token or cluster.admin_token, cluster.ca_file)
+        """For a :class:`devtools.cluster.LocalCluster`: its admin kubeconfig, or ``token`` instead."""
+        if token is None:
+            return cls.from_kubeconfig(cluster.kubeconfig_path)
+        return cls(kubeconfig.explicit(cluster.server, token=token, ca_file=cluster.ca_file))
 
     def with_token(self, token: str) -> Kube:
         """A new client for the same cluster authenticating with another bearer token."""
-        return Kube(self.server, token, self.ca_file)
+        return Kube(kubeconfig.explicit(self.config.server, token=token, ca_file=self.config.ca_file))
 
     def close(self) -> None:
         self._client.close()

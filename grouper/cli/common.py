@@ -11,7 +11,7 @@ from grouper.runtime.settings import parse_bool
 
 
 def default_definitions_dir() -> Path | None:
-    """The built-in catalog: ``$GROUPER_DEFINITIONS``, else ``definitions/`` beside the package."""
+    """The built-in catalog: ``$GROUPER_DEFINITIONS``, else the shipped one (:mod:`grouper.karta.catalog`)."""
     import os
 
     chosen = os.environ.get("GROUPER_DEFINITIONS") or settings_default_definitions_dir()

@@ -3,7 +3,7 @@ its Karta definition (the ``kli describe`` view, karta.md §5.2).
 
 ``build_describe`` is pure (definition + evaluator + objects -> ``DescribeView``);
 ``render_table`` prints it; ``DescribeView.to_dict()`` is the JSON the CLI and the HTTP API emit.
-Cluster reading lives in ``grouper.cli.live_cluster`` (this package stays pure).
+Cluster reading lives in ``grouper.cli.live_workload`` (this package stays pure).
 """
 
 from grouper.describe.build import build_describe, desired_of, pod_view

@@ -20,6 +20,7 @@ import kubernetes.config
 from kubernetes.config.config_exception import ConfigException
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 class KubeConfigError(RuntimeError):
@@ -40,6 +41,7 @@ class ClusterConfig:
     source: str = "explicit"  # "kubeconfig:<path>", "in-cluster" or "explicit"
     kubeconfig: str | None = None
     context: str | None = None
+    namespace: str = "default"  # the kubeconfig context's namespace (in-cluster: the pod's), for CLI defaults
     _token_read_at: float = field(default=0.0, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext | bool:
@@ -115,8 +117,10 @@ def _from_kubeconfig(path: str | None, context: str | None) -> ClusterConfig:
         kubernetes.config.load_kube_config(
             config_file=path, context=context, client_configuration=c, persist_config=False
         )
-    except (ConfigException, OSError, TypeError) as e:
+        contexts, active = kubernetes.config.list_kube_config_contexts(config_file=path)
+    except (ConfigException, OSError, TypeError, ValueError) as e:
         raise KubeConfigError(f"cannot load kubeconfig {path or '(default)'}: {e}") from e
+    chosen = next((x for x in contexts or [] if x.get("name") == context), active) if context else active
     auth = c.api_key.get("authorization") or c.api_key.get("BearerToken") or ""
     token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else (auth or None)
     return ClusterConfig(
@@ -129,6 +133,7 @@ def _from_kubeconfig(path: str | None, context: str | None) -> ClusterConfig:
         source=f"kubeconfig:{path or os.environ.get('KUBECONFIG') or '~/.kube/config'}",
         kubeconfig=path or "",
         context=context,
+        namespace=str(((chosen or {}).get("context") or {}).get("namespace") or "default"),
     )
 
 
@@ -145,6 +150,9 @@ def _in_cluster() -> ClusterConfig:
         source="in-cluster",
     )
     cfg._read_token_file()
+    ns_file = Path(IN_CLUSTER_NAMESPACE)
+    if ns_file.is_file():
+        cfg.namespace = ns_file.read_text().strip() or "default"
     return cfg
 
 

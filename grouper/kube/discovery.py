@@ -2,6 +2,8 @@
 
 Answers are cached per group-version. A kind that is not served is remembered for
 ``negative_ttl`` seconds only, so a CRD installed while the grouper runs is found shortly after.
+The command line also asks for all resources of a group-version (to match a kind by its plural,
+singular or short name, like kubectl) and for a group's preferred version.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class Resource:
     plural: str
     namespaced: bool
     verbs: frozenset[str] = frozenset()
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
 
     @property
     def gvk(self) -> GVK:
@@ -39,6 +43,10 @@ class Resource:
         return object_path(
             self.group, self.version, self.plural, namespace if self.namespaced else None, name, subresource
         )
+
+    def names(self) -> set[str]:
+        """What a user may call it, lower case: kind, plural, singular and short names."""
+        return {self.kind.lower(), self.plural.lower(), self.singular.lower(), *map(str.lower, self.short_names)} - {""}
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"
@@ -68,6 +76,7 @@ class Discovery:
             str, tuple[float, dict[str, Resource] | None]
         ] = {}  # api_version -> (when, kind -> res)
         self._locks: dict[str, asyncio.Lock] = {}
+        self._preferred: dict[str, str | None] = {}
 
     def cached(self, gvk: GVK) -> Resource | None:
         """The resource when already known (no I/O)."""
@@ -80,20 +89,43 @@ class Discovery:
         """The resource serving ``gvk``, or None when the API server does not serve that kind/version."""
         if gvk in WELL_KNOWN:
             return WELL_KNOWN[gvk]
-        gv = gvk.api_version
-        lock = self._locks.setdefault(gv, asyncio.Lock())
-        async with lock:
+        kinds = await self._kinds(gvk.group, gvk.version, gvk.kind)
+        return kinds.get(gvk.kind) if kinds else None
+
+    async def served(self, group: str, version: str) -> list[Resource]:
+        """Every top-level resource of one group-version; [] when it is not served."""
+        return list((await self._kinds(group, version, None) or {}).values())
+
+    async def preferred_version(self, group: str) -> str | None:
+        """The version the API server prefers for ``group`` (``v1`` for the core group); None if not served."""
+        if not group:
+            return "v1"
+        if group not in self._preferred:
+            try:
+                doc = await self._client.get(f"/apis/{group}")
+            except ApiError as e:
+                if not (e.not_found or e.status == 503):
+                    raise
+                doc = None
+            self._preferred[group] = ((doc or {}).get("preferredVersion") or {}).get("version")
+        return self._preferred[group]
+
+    async def _kinds(self, group: str, version: str, wanted: str | None) -> dict[str, Resource] | None:
+        """kind -> resource of one group-version, from the cache while fresh: ``ttl`` when ``wanted`` (None:
+        any) is in it, ``negative_ttl`` otherwise."""
+        gv = f"{group}/{version}" if group else version
+        async with self._locks.setdefault(gv, asyncio.Lock()):
             entry = self._groups.get(gv)
             now = time.monotonic()
             if entry is not None:
                 when, kinds = entry
-                if kinds is not None and gvk.kind in kinds and now - when < self._ttl:
-                    return kinds[gvk.kind]
+                if kinds is not None and (wanted is None or wanted in kinds) and now - when < self._ttl:
+                    return kinds
                 if now - when < self._negative_ttl:
-                    return kinds.get(gvk.kind) if kinds else None
-            kinds = await self._fetch(gvk.group, gvk.version)
+                    return kinds
+            kinds = await self._fetch(group, version)
             self._groups[gv] = (now, kinds)
-            return kinds.get(gvk.kind) if kinds else None
+            return kinds
 
     async def _fetch(self, group: str, version: str) -> dict[str, Resource] | None:
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
@@ -115,6 +147,8 @@ class Discovery:
                 name,
                 bool(r.get("namespaced")),
                 frozenset(r.get("verbs") or ()),
+                str(r.get("singularName") or ""),
+                tuple(str(x) for x in r.get("shortNames") or ()),
             )
         return kinds
 

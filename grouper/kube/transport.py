@@ -234,6 +234,33 @@ class KubeClient:
             raise
         return obj if isinstance(obj, dict) else None
 
+    async def list_items(
+        self, path: str, params: Mapping[str, Any] | None = None, *, page_size: int = 500
+    ) -> list[dict[str, Any]]:
+        """Every item of a collection, page by page (``limit`` / ``continue``), with ``apiVersion`` and
+        ``kind`` filled in from the list (the server leaves them out of items). An expired ``continue``
+        token (410) starts the list over."""
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            try:
+                page = await self.get(path, {**(params or {}), "limit": page_size, "continue": cont})
+            except ApiError as e:
+                if e.gone and cont:
+                    items, cont = [], ""
+                    continue
+                raise
+            page = page if isinstance(page, dict) else {}
+            kind = str(page.get("kind") or "").removesuffix("List")
+            for item in page.get("items") or []:
+                if isinstance(item, dict):
+                    item.setdefault("apiVersion", page.get("apiVersion"))
+                    item.setdefault("kind", kind)
+                    items.append(item)
+            cont = str((page.get("metadata") or {}).get("continue") or "")
+            if not cont:
+                return items
+
     async def create(self, path: str, obj: dict[str, Any]) -> Any:
         return await self.request("POST", path, body=obj)
 

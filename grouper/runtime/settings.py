@@ -10,16 +10,16 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 from grouper.core.config import GroupingConfig
+from grouper.karta.catalog import builtin_catalog_dir
 
 
 def default_definitions_dir() -> str:
-    """The repository's ``definitions/`` next to the package, when present (a source checkout); else ""."""
-    here = Path(__file__).resolve().parents[2] / "definitions"
-    return str(here) if here.is_dir() else ""
+    """The shipped catalog (package data in a wheel, ``definitions/`` in a checkout); else ""."""
+    found = builtin_catalog_dir()
+    return str(found) if found else ""
 
 
 def parse_bool(value: str | bool) -> bool:

@@ -19,7 +19,6 @@ from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.core.decision import Decision
-from grouper.runtime.composition import build_grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.plan import plan
@@ -27,6 +26,7 @@ from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
 from grouper.model import objects as o
 from grouper.observability.metrics import Metrics
+from grouper.runtime.composition import build_grouper
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -8,8 +8,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-
 from controller.fakeapi import FakeApi
+
 from grouper.controller.supervisor import Supervisor
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import Informer

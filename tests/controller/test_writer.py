@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup, TopologyConstraint
+from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import (
     PodGroupWriter,
     differences,
@@ -14,7 +15,6 @@ from grouper.writer.podgroups import (
     preserve_foreign_fields,
     updated_object,
 )
-from grouper.writer.expectations import WriteExpectations
 from grouper.writer.pods import pod_patch
 
 OWNER = OwnerRef("batch/v1", "Job", "train", "uid-1")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext
-from grouper.runtime.composition import build_grouper as Grouper
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import InMemoryLookups
 from grouper.model.errors import InvalidWorkload
 from grouper.model.objects import GVK
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
 from grouper.plugins.default import DefaultGrouper
+from grouper.runtime.composition import build_grouper as Grouper
 
 
 def pod(name: str = "p", owners: list[dict] | None = None, *, scheduler: str = "kai-scheduler",

@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from grouper.core.decision import Decision
-from grouper.runtime.composition import build_grouper
+from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.merge import merge_pod_groups
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
@@ -55,6 +55,7 @@ from grouper.manifests import load_manifests
 from grouper.model import objects as o
 from grouper.model.objects import GVK
 from grouper.plugins.registry import WILDCARD, native_plugins
+from grouper.runtime.composition import build_grouper
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

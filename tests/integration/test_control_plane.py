@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kube import Kube, KubeError, wait_until
 
-from grouper.devcluster import LocalCluster
+from devtools.cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

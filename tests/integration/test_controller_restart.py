@@ -26,10 +26,10 @@ from controller.harness import (
 )
 from kube import Kube, wait_until
 
-from grouper.devcluster import LocalCluster
+from devtools.cluster import LocalCluster
+from grouper.controller.cache import slim_pod
 from grouper.kube import config as kubeconfig
 from grouper.kube.discovery import WELL_KNOWN
-from grouper.controller.cache import slim_pod
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK

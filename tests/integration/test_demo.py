@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_demo_groups_the_sample_jobset(cluster: object) -> None:  # cluster: binaries are built
     proc = subprocess.run(
-        [sys.executable, "-m", "grouper.demo", "--once"],
+        [sys.executable, "-m", "devtools.demo", "--once"],
         cwd=ROOT, capture_output=True, text=True, timeout=240,
     )
     out = proc.stdout

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from kube import Kube, KubeError, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.cli.main import main
-from grouper.devcluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

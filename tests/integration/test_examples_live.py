@@ -25,11 +25,11 @@ import pytest
 import yaml
 from kube import Kube, KubeError, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.core.config import GroupingConfig
-from grouper.runtime.composition import build_grouper
 from grouper.core.plan import plan
-from grouper.devcluster import LocalCluster
 from grouper.karta import DefinitionRegistry
+from grouper.runtime.composition import build_grouper
 
 pytestmark = pytest.mark.cluster
 

@@ -160,15 +160,15 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def _cluster_kartas(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """The cluster's Karta objects (``--kubeconfig`` / ``--context``); None, said on stderr, when unreadable."""
-    from grouper.cli.live_cluster import ClusterError, LiveCluster
+    from grouper.cli.live_workload import list_kartas
+    from grouper.kube.config import KubeConfigError
+    from grouper.kube.sync import SyncKube
+    from grouper.kube.transport import ApiError
 
     try:
-        cluster = LiveCluster.connect(args.kubeconfig, args.context)
-        try:
-            return cluster.list_kartas()
-        finally:
-            cluster.close()
-    except ClusterError as e:
+        with SyncKube.connect(args.kubeconfig, args.context) as kube:
+            return list_kartas(kube)
+    except (KubeConfigError, ApiError) as e:
         print(f"error: cannot read Kartas from the cluster: {e}", file=sys.stderr)
         return None
 

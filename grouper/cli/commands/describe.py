@@ -193,30 +193,34 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
 
 
 def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir: Path | None) -> int:
-    from grouper.cli.live_cluster import ClusterError, Forbidden, KindNotResolved, LiveCluster, NotFound
+    from grouper.cli.live_workload import KindNotResolved, describe_inputs, list_kartas, resolve_kind
     from grouper.describe import build_describe
     from grouper.karta import KartaEvalError
+    from grouper.kube.config import KubeConfigError
+    from grouper.kube.sync import SyncKube
+    from grouper.kube.transport import ApiError
 
     kind, wanted = target
     try:
-        cluster = LiveCluster.connect(args.kubeconfig, args.context)
-    except ClusterError as e:
+        kube = SyncKube.connect(args.kubeconfig, args.context)
+    except KubeConfigError as e:
         return _fail(EXIT_ERROR, str(e))
     try:
         builtins = _builtins(definitions_dir)
         kartas: list[dict[str, Any]] = []
         notes: list[str] = []
         try:
-            kartas = cluster.list_kartas()
-        except NotFound:
-            pass  # the Karta CRD is not installed: built-in definitions only
-        except Forbidden:
-            notes.append("not allowed to list Kartas; using the built-in definitions only")
-        namespace = args.namespace or _default_namespace(cluster)
+            kartas = list_kartas(kube)
+        except ApiError as e:
+            if e.forbidden:
+                notes.append("not allowed to list Kartas; using the built-in definitions only")
+            elif not e.not_found:  # not found: the Karta CRD is not installed, built-in definitions only
+                raise
+        namespace = args.namespace or kube.namespace
         in_cluster = _registry([], set(), kartas)
         known = {d.gvk for d in builtins} | {x.definition.gvk for x in in_cluster.all()}
         try:
-            res = cluster.resolve_kind(kind, known)
+            res = resolve_kind(kube, kind, known)
         except KindNotResolved as e:
             return _fail(EXIT_WORKLOAD_NOT_FOUND if e.not_installed else EXIT_NO_DEFINITION, str(e))
         registry = _registry(builtins, {res.gvk}, kartas, isolate=True)
@@ -224,11 +228,13 @@ def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir
         if defn is None:
             return _fail(EXIT_NO_DEFINITION, error or f"no Karta definition covers {res.gvk}")
         try:
-            inputs = cluster.describe_inputs(res, namespace, wanted)
-        except NotFound:
-            return _fail(EXIT_WORKLOAD_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
-        except Forbidden as e:
+            inputs = describe_inputs(kube, res, namespace, wanted)
+        except ApiError as e:
+            if not e.forbidden:
+                raise
             return _fail(EXIT_ERROR, f"not allowed to read {res.kind} {namespace}/{wanted}: {e}")
+        if inputs is None:
+            return _fail(EXIT_WORKLOAD_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
         try:
             view = build_describe(
                 defn, registry.evaluator(defn), inputs.workload, inputs.pods, file_mode=False, objects=inputs.objects
@@ -237,13 +243,7 @@ def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir
             return _fail(EXIT_ERROR, str(e))
         view.warnings[:0] = notes + inputs.warnings
         return _emit(view, args)
-    except ClusterError as e:
+    except ApiError as e:
         return _fail(EXIT_ERROR, str(e))
     finally:
-        cluster.close()
-
-
-def _default_namespace(cluster: Any) -> str:
-    """The kubeconfig context's namespace, else ``default``."""
-    ns = getattr(getattr(cluster.api, "configuration", None), "namespace", None)
-    return str(ns) if ns else "default"
+        kube.close()

@@ -17,7 +17,11 @@ from typing import Any
 
 from grouper.cli.commands.get import ServerError, server_get
 from grouper.cli.common import add_grouping_flags, add_target_flags, default_definitions_dir, grouping_config
-from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader, LiveLookups
+from grouper.cli.live_lookups import LiveLookups
+from grouper.cli.live_workload import PODGROUPS, PODS, list_kartas
+from grouper.kube.config import KubeConfigError
+from grouper.kube.sync import SyncKube
+from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 
@@ -167,29 +171,29 @@ def from_server(args: argparse.Namespace, namespace: str) -> tuple[dict[str, Any
 # ------------------------------------------------------------------------------------------ from the cluster
 
 
-def _registry(reader: KubeReader, args: argparse.Namespace) -> Any:
+def _registry(kube: SyncKube, args: argparse.Namespace) -> Any:
     from grouper.karta import DefinitionRegistry
 
     if not args.generic_karta_fallback:
         return None
     registry = DefinitionRegistry(args.definitions or default_definitions_dir())
     try:
-        for karta in reader.list_items("/apis/run.ai/v1alpha1/kartas"):
+        for karta in list_kartas(kube):
             registry.upsert_cluster_object(karta)
-    except KubeError:
+    except ApiError:
         pass  # Kartas not served or not readable: the built-in catalog only
     return registry
 
 
-def from_cluster(args: argparse.Namespace, reader: KubeReader, namespace: str
+def from_cluster(args: argparse.Namespace, kube: SyncKube, namespace: str
                  ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, str | None]] | None:
     from grouper.runtime.composition import build_grouper
 
-    pod = reader.get_json(f"/api/v1/namespaces/{namespace}/pods/{args.pod}")
+    pod = kube.get_object(PODS.path(namespace, args.pod))
     if pod is None:
         return None
     config = grouping_config(args)
-    decision = build_grouper(config, _registry(reader, args)).decide(pod, LiveLookups(reader, config))
+    decision = build_grouper(config, _registry(kube, args)).decide(pod, LiveLookups(kube, config))
     rec = decision.to_record()
     rec["lastError"] = None
     actual = {"podGroup": o.annotations(pod).get(POD_GROUP_ANNOTATION),
@@ -198,7 +202,7 @@ def from_cluster(args: argparse.Namespace, reader: KubeReader, namespace: str
     md = decision.pod_group
     if md is not None:
         members: dict[str | None, list[str]] = {}
-        for p in reader.list_items(f"/api/v1/namespaces/{namespace}/pods"):
+        for p in kube.list_items(PODS.path(namespace)):
             if o.annotations(p).get(POD_GROUP_ANNOTATION) == md.name or o.name(p) == args.pod:
                 sub = decision.sub_group if o.name(p) == args.pod else o.labels(p).get(SUBGROUP_LABEL)
                 members.setdefault(sub, []).append(o.name(p))
@@ -208,7 +212,7 @@ def from_cluster(args: argparse.Namespace, reader: KubeReader, namespace: str
             pods = sorted(members.get(sg.name, []))
             subs.append({"name": sg.name, "parent": sg.parent, "pods": pods, "present": len(pods),
                          "required": sg.min_sub_group if sg.name in children else sg.min_member})
-        stored = reader.get_json(f"{PODGROUP_PATH}/namespaces/{namespace}/podgroups/{md.name}")
+        stored = kube.get_object(PODGROUPS.path(namespace, md.name))
         if stored is None:
             rec["notes"] = [*rec.get("notes", []), f"PodGroup {md.name} does not exist in the cluster yet"]
         unit = "subGroups" if md.min_sub_group is not None else "pods"
@@ -235,18 +239,15 @@ def run(args: argparse.Namespace) -> int:
             rec, pg = found
             source = f"decision recorded by the grouper at {args.server}"
         else:
-            reader = KubeReader(args.kubeconfig, args.context)
-            try:
-                namespace = args.namespace or reader.namespace
-                live = from_cluster(args, reader, namespace)
-            finally:
-                reader.close()
+            with SyncKube.connect(args.kubeconfig, args.context) as kube:
+                namespace = args.namespace or kube.namespace
+                live = from_cluster(args, kube, namespace)
             if live is None:
                 print(f"error: pod {namespace}/{args.pod} not found", file=sys.stderr)
                 return EXIT_NOT_FOUND
             rec, pg, actual = live
-            source = f"recomputed now from the cluster at {reader.server}"
-    except (ServerError, KubeError) as e:
+            source = f"recomputed now from the cluster at {kube.server}"
+    except (ServerError, KubeConfigError, ApiError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     if args.output == "json":

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from grouper.cli.common import add_target_flags
-from grouper.cli.live_lookups import PODGROUP_PATH, KubeError, KubeReader
+from grouper.cli.live_workload import PODGROUPS, PODS
+from grouper.kube.config import KubeConfigError
+from grouper.kube.sync import SyncKube
+from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.podgroup import POD_GROUP_ANNOTATION
 
@@ -93,11 +96,10 @@ def podgroups_from_server(
 # ------------------------------------------------------------------------------------------ cluster
 
 
-def podgroups_from_cluster(reader: KubeReader, namespace: str | None) -> list[dict[str, Any]]:
+def podgroups_from_cluster(kube: SyncKube, namespace: str | None) -> list[dict[str, Any]]:
     """The cluster's PodGroups in the shape of the API's list items (plugin and status unknown)."""
-    ns_path = f"/namespaces/{namespace}" if namespace else ""
-    pgs = reader.list_items(f"{PODGROUP_PATH}{ns_path}/podgroups")
-    pods = reader.list_items(f"/api/v1{ns_path}/pods")
+    pgs = kube.list_items(PODGROUPS.path(namespace))
+    pods = kube.list_items(PODS.path(namespace))
     assigned: dict[tuple[str, str], int] = {}
     for pod in pods:
         pg_name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
@@ -165,13 +167,10 @@ def run(args: argparse.Namespace) -> int:
             namespace = None if args.all_namespaces else (args.namespace or "default")
             items, errors = podgroups_from_server(args.server, namespace, args.token_file)
         else:
-            reader = KubeReader(args.kubeconfig, args.context)
-            try:
-                namespace = None if args.all_namespaces else (args.namespace or reader.namespace)
-                items = podgroups_from_cluster(reader, namespace)
-            finally:
-                reader.close()
-    except (ServerError, KubeError) as e:
+            with SyncKube.connect(args.kubeconfig, args.context) as kube:
+                namespace = None if args.all_namespaces else (args.namespace or kube.namespace)
+                items = podgroups_from_cluster(kube, namespace)
+    except (ServerError, KubeConfigError, ApiError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     if args.output == "json":

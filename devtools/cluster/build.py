@@ -1,12 +1,14 @@
 """Build the local control-plane binaries (etcd, kube-apiserver, kube-controller-manager) from source.
 
-The Go modules live in ``tests/cluster/`` (Kubernetes, pinned in its go.mod) and ``tests/cluster/etcd/``
-(a small embedded-etcd main, its own module so its dependencies never constrain the Kubernetes build).
+The Go modules live in ``devtools/cluster/go/`` (Kubernetes, pinned in its go.mod) and
+``devtools/cluster/go/etcd/`` (a small embedded-etcd main, its own module so its dependencies never
+constrain the Kubernetes build). Their module paths and comments still name ``tests/cluster``, where
+they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
 the machine's default. A binary is rebuilt only when its inputs (go.mod, go.sum, Go sources, Go version,
 build flags) change; the fingerprint is kept in ``.cache/cluster/bin/.stamp.json``.
 
-    python -m grouper.devcluster.build [--force] [--quiet]
+    python -m devtools.cluster.build [--force] [--quiet]   (or: python devtools/cluster/build.py)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
+GO_MODULES = Path("devtools") / "cluster" / "go"  # relative to the repository root
 
 
 class BuildError(RuntimeError):
@@ -40,14 +43,14 @@ class _Target:
 
 
 def repo_root() -> Path:
-    """The repository root (the directory holding ``tests/cluster/go.mod``)."""
+    """The repository root (the directory holding ``devtools/cluster/go/go.mod``)."""
     env = os.environ.get("DEVCLUSTER_REPO_ROOT")
     candidates = [Path(env)] if env else []
     candidates += [Path(__file__).resolve().parents[2], Path.cwd()]
     for cand in candidates:
-        if (cand / "tests" / "cluster" / "go.mod").is_file():
+        if (cand / GO_MODULES / "go.mod").is_file():
             return cand
-    raise BuildError("cannot find tests/cluster/go.mod; set DEVCLUSTER_REPO_ROOT to the repository root")
+    raise BuildError(f"cannot find {GO_MODULES}/go.mod; set DEVCLUSTER_REPO_ROOT to the repository root")
 
 
 def bin_dir() -> Path:
@@ -57,7 +60,7 @@ def bin_dir() -> Path:
 
 
 def _targets(root: Path) -> list[_Target]:
-    cluster = root / "tests" / "cluster"
+    cluster = root / GO_MODULES
     return [
         _Target("etcd", cluster / "etcd", "."),
         _Target("kube-apiserver", cluster, "k8s.io/kubernetes/cmd/kube-apiserver"),
@@ -70,8 +73,8 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
     root = root or repo_root()
     out: dict[str, str] = {}
     for key, path, mod in (
-        ("kubernetes", root / "tests/cluster/go.mod", "k8s.io/kubernetes"),
-        ("etcd", root / "tests/cluster/etcd/go.mod", "go.etcd.io/etcd/server/v3"),
+        ("kubernetes", root / GO_MODULES / "go.mod", "k8s.io/kubernetes"),
+        ("etcd", root / GO_MODULES / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3"),
     ):
         for line in path.read_text().splitlines():
             parts = line.replace("require", "").split()
@@ -217,7 +220,7 @@ def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m grouper.devcluster.build", description=__doc__.split("\n")[0]
+        prog="python -m devtools.cluster.build", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--quiet", action="store_true")

@@ -1,15 +1,24 @@
-"""Install CustomResourceDefinitions into a :class:`LocalCluster` and wait until they are Established."""
+"""Install CustomResourceDefinitions into a running API server and wait until they are Established.
+
+Takes anything with :meth:`LocalCluster.request`'s shape (``request(method, path, body) -> (status,
+body)``), so it does not depend on the cluster module, which calls it during startup.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
-from .cluster import ClusterError, LocalCluster
+from .errors import ClusterError
+
+
+class Requester(Protocol):
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]: ...
+
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -28,7 +37,7 @@ def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def install_crds(cluster: LocalCluster, paths: Iterable[Path], timeout: float = 60.0) -> list[str]:
+def install_crds(cluster: Requester, paths: Iterable[Path], timeout: float = 60.0) -> list[str]:
     """Create (or replace) the CRDs and wait until all are Established; returns their names."""
     names = []
     for crd in load_crds(paths):
@@ -48,7 +57,7 @@ def install_crds(cluster: LocalCluster, paths: Iterable[Path], timeout: float = 
     return names
 
 
-def wait_established(cluster: LocalCluster, names: Iterable[str], timeout: float = 60.0) -> None:
+def wait_established(cluster: Requester, names: Iterable[str], timeout: float = 60.0) -> None:
     pending = set(names)
     deadline = time.monotonic() + timeout
     while pending:

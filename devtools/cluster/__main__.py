@@ -1,4 +1,4 @@
-"""``python -m grouper.devcluster``: start a local control plane and keep it up until Ctrl-C / SIGTERM."""
+"""``python -m devtools.cluster``: start a local control plane and keep it up until Ctrl-C / SIGTERM."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .cluster import LocalCluster
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m grouper.devcluster", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m devtools.cluster", description=__doc__)
     ap.add_argument("--no-controller-manager", action="store_true", help="run etcd + kube-apiserver only")
     ap.add_argument(
         "--crds",

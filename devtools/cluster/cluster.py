@@ -1,6 +1,6 @@
 """A real Kubernetes control plane on 127.0.0.1: etcd + kube-apiserver + kube-controller-manager.
 
-Built from source by :mod:`grouper.devcluster.build`; no kubelet, no scheduler (pods stay Pending).
+Built from source by :mod:`devtools.cluster.build`; no kubelet, no scheduler (pods stay Pending).
 Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
 ports; :meth:`LocalCluster.stop` stops the controller manager, then the API server, then etcd, and
 removes the directory.
@@ -8,6 +8,17 @@ removes the directory.
     with LocalCluster() as c:
         print(c.server, c.kubeconfig_path)
         token = c.create_token("default", "default")
+
+Faults for tests of clients that must survive them:
+
+- ``LocalCluster(apiserver_args=["--min-request-timeout=5"])`` starts the API server with extra flags;
+  that one makes it end every watch that gave no ``timeoutSeconds`` after 5-10 s instead of 30-60 min.
+- :meth:`LocalCluster.stop_apiserver` stops only kube-apiserver (SIGTERM: open watches are closed
+  within 2 s, then it exits, about 1 s in all; or SIGKILL with ``graceful=False``); connections to :attr:`LocalCluster.server` are then refused. etcd and the controller
+  manager keep running. :meth:`LocalCluster.start_apiserver` starts it again on the same port with the same
+  etcd data, serving certificate, token file and ServiceAccount signing key (so objects, resourceVersions,
+  kubeconfigs and issued tokens stay valid) and returns once ``/readyz`` answers 200;
+  :meth:`LocalCluster.restart_apiserver` does both.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import contextlib
 import ctypes
 import json
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -26,17 +38,21 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Self
 
 import yaml
 
 from . import build, pki
+from .crds import install_crds
+from .errors import ClusterError
 
 DEFAULT_CONTROLLERS = (
     "garbagecollector",
@@ -54,10 +70,6 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
 
 
-class ClusterError(RuntimeError):
-    pass
-
-
 def _free_ports(n: int) -> list[int]:
     socks = []
     try:
@@ -69,6 +81,49 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds (right away when 0)."""
+    if proc.poll() is None:
+        if timeout > 0:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+    proc.wait()
+
+
+class _Spawner:
+    """A daemon thread that forks the components.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. This thread
+    lives until the cluster stops (or the process ends: a daemon thread is never joined), whichever thread
+    (a test, ``asyncio.to_thread``) starts or restarts a component.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="devcluster-spawner", daemon=True).start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, fut = job
+            try:
+                fut.set_result(fn())
+            except BaseException as e:
+                fut.set_exception(e)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        fut: Future[Any] = Future()
+        self._jobs.put((fn, fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -102,9 +157,10 @@ class LocalCluster:
     ) -> None:
         """``crds``: CRD files/directories installed (and Established) before the controller manager starts,
         so its garbage collector knows the custom kinds from the beginning (it rediscovers resources only
-        every 30 s). ``die_with_parent``: the components get SIGKILL when the thread that started them
-        exits (PR_SET_PDEATHSIG), so a killed test run leaves nothing behind; start the cluster from a
-        long-lived thread. ``keep_data_dir`` (default: env ``DEVCLUSTER_KEEP_DATA=1``): keep the data dir
+        every 30 s). ``apiserver_args``: extra kube-apiserver flags (they come last, so they win).
+        ``die_with_parent``: the components get SIGKILL when this process dies (PR_SET_PDEATHSIG), so a
+        killed test run leaves nothing behind; they are spawned from the cluster's own thread, so any thread
+        (e.g. ``asyncio.to_thread``) may start or restart them. ``keep_data_dir`` (default: env ``DEVCLUSTER_KEEP_DATA=1``): keep the data dir
         (logs, PKI, etcd) after stop.
         """
         self._bin_dir = Path(bin_dir).resolve() if bin_dir else None
@@ -122,6 +178,8 @@ class LocalCluster:
             keep_data_dir = os.environ.get("DEVCLUSTER_KEEP_DATA", "") not in ("", "0")
         self._keep = keep_data_dir
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._argv: dict[str, list[str]] = {}  # how each component was started, to start it again
+        self._spawner: _Spawner | None = None
         self._logs: dict[str, Any] = {}
         self._ssl: ssl.SSLContext | None = None
         self.data_dir: Path | None = None
@@ -146,7 +204,15 @@ class LocalCluster:
 
     @property
     def running(self) -> bool:
-        return bool(self._procs) and all(p.poll() is None for p in self._procs.values())
+        """Every component is up (False while the API server is stopped by :meth:`stop_apiserver`)."""
+        components = COMPONENTS if self._with_kcm else COMPONENTS[:2]
+        procs = [self._procs.get(name) for name in components]
+        return all(p is not None and p.poll() is None for p in procs)
+
+    @property
+    def apiserver_running(self) -> bool:
+        proc = self._procs.get("kube-apiserver")
+        return proc is not None and proc.poll() is None
 
     def start(self) -> Self:
         if self._procs:
@@ -210,38 +276,35 @@ class LocalCluster:
         phase("etcd")
 
         # kube-apiserver
-        self._spawn(
-            "kube-apiserver",
-            [
-                str(bdir / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--cert-dir={d / 'apiserver-certs'}",
-                f"--tls-cert-file={certs.serving_cert}",
-                f"--tls-private-key-file={certs.serving_key}",
-                f"--client-ca-file={certs.ca_cert}",
-                f"--token-auth-file={d / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={certs.sa_pub}",
-                f"--service-account-signing-key-file={certs.sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                *self._apiserver_args,
-            ],
-        )
-        self._wait("kube-apiserver", lambda: self._http_ok(self.server + "/readyz"))
+        self._argv["kube-apiserver"] = [
+            str(bdir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={d / 'apiserver-certs'}",
+            f"--tls-cert-file={certs.serving_cert}",
+            f"--tls-private-key-file={certs.serving_key}",
+            f"--client-ca-file={certs.ca_cert}",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={certs.sa_pub}",
+            f"--service-account-signing-key-file={certs.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            # on SIGTERM close open watches within 2 s; without it the server waits for its 60 s
+            # request timeout while the controller manager's watches are open
+            "--shutdown-watch-termination-grace-period=2s",
+        ]
+        self._start_apiserver()
         phase("kube-apiserver")
 
         # CRDs before the controller manager: its garbage collector then watches the custom kinds from the
         # start (it only rediscovers resources every 30 s, so CRDs installed later are collected late)
         if self._crds:
-            from .crds import install_crds
-
             self.crd_names = install_crds(self, self._crds)
             phase("crds")
 
@@ -270,6 +333,46 @@ class LocalCluster:
                 self._wait("kube-controller-manager", lambda: self.request("GET", path)[0] == 200)
             phase("kube-controller-manager")
 
+    # ------------------------------------------------------------------ API server faults
+
+    def stop_apiserver(self, *, graceful: bool = True, timeout: float = 15.0) -> None:
+        """Stop kube-apiserver only; connections to :attr:`server` are refused until it starts again.
+
+        ``graceful``: SIGTERM (open watches are closed, in-flight requests finish), SIGKILL after
+        ``timeout`` seconds; ``graceful=False``: SIGKILL right away, like a crashed server.
+        """
+        proc = self._procs.pop("kube-apiserver", None)
+        if proc is None:
+            raise ClusterError("kube-apiserver is not running")
+        _terminate(proc, timeout if graceful else 0.0)
+        log = self._logs.pop("kube-apiserver", None)
+        if log is not None:
+            log.close()
+
+    def start_apiserver(self, *, apiserver_args: Iterable[str] | None = None) -> None:
+        """Start kube-apiserver again (after :meth:`stop_apiserver`) on the same port and etcd; return when
+        ``/readyz`` answers 200. ``apiserver_args`` replaces the extra flags from the constructor for this
+        and later starts."""
+        if "kube-apiserver" not in self._argv:
+            raise ClusterError("cluster not started")
+        if self.apiserver_running:
+            raise ClusterError("kube-apiserver is already running")
+        self._procs.pop("kube-apiserver", None)  # one that exited on its own
+        if apiserver_args is not None:
+            self._apiserver_args = tuple(apiserver_args)
+        self._start_apiserver()
+
+    def restart_apiserver(
+        self, *, graceful: bool = True, apiserver_args: Iterable[str] | None = None
+    ) -> None:
+        """:meth:`stop_apiserver` then :meth:`start_apiserver`; returns when it is ready again."""
+        self.stop_apiserver(graceful=graceful)
+        self.start_apiserver(apiserver_args=apiserver_args)
+
+    def _start_apiserver(self) -> None:
+        self._spawn("kube-apiserver", [*self._argv["kube-apiserver"], *self._apiserver_args])
+        self._wait("kube-apiserver", lambda: self._http_ok(self.server + "/readyz"))
+
     def stop(self) -> None:
         """Stop controller manager, API server, etcd (SIGTERM, then SIGKILL) and remove the data dir."""
         atexit.unregister(self.stop)
@@ -283,18 +386,15 @@ class LocalCluster:
                 )
         for name, timeout in (("kube-controller-manager", 10), ("kube-apiserver", 15), ("etcd", 10)):
             proc = self._procs.pop(name, None)
-            if proc is None:
-                continue
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if proc is not None:
+                _terminate(proc, timeout)
         for f in self._logs.values():
             f.close()
         self._logs.clear()
+        self._argv.clear()
+        if self._spawner is not None:
+            self._spawner.close()
+            self._spawner = None
         if self.data_dir is not None:
             if self._keep:
                 print(f"[devcluster] kept {self.data_dir}", file=sys.stderr, flush=True)
@@ -306,17 +406,26 @@ class LocalCluster:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self.data_dir is not None
-        log = open(self.log_path(name), "ab")  # noqa: SIM115 - closed in stop()
+        log = open(self.log_path(name), "ab")  # noqa: SIM115 - closed in stop() / stop_apiserver()
         self._logs[name] = log
-        self._procs[name] = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.data_dir,
-            start_new_session=True,  # Ctrl-C in a terminal reaches us, not the components
-            preexec_fn=_die_with_parent if self._die_with_parent else None,
-        )
+
+        def popen() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us, not the components
+                preexec_fn=_die_with_parent if self._die_with_parent else None,
+            )
+
+        if not self._die_with_parent:
+            self._procs[name] = popen()
+            return
+        if self._spawner is None:
+            self._spawner = _Spawner()
+        self._procs[name] = self._spawner.call(popen)
 
     def _wait(self, name: str, ready: Any) -> None:
         deadline = time.monotonic() + self._timeout

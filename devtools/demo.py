@@ -27,8 +27,7 @@ from typing import Any
 
 import yaml
 
-from grouper.devcluster.cluster import LocalCluster
-from grouper.devcluster.crds import install_crds
+from devtools.cluster import LocalCluster, install_crds
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_FILE = ROOT / "examples" / "jobset-demo.yaml"
@@ -142,7 +141,7 @@ def show_result(cluster: LocalCluster, namespace: str, api: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m grouper.demo", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m devtools.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--once", action="store_true", help="exit after printing the result")
     args = ap.parse_args(argv)
