@@ -236,8 +236,8 @@ class Controller:
     def start_workers(self) -> None:
         if self.workers.running:
             return
+        self.resync.now()  # a new leader checks every workload once (queued before the workers take any)
         self.workers.start()
-        self.resync.request(debounce=False)  # a new leader checks every workload once
 
     async def stop_workers(self, *, drain: float = 0.0) -> None:
         await self.workers.stop(drain=drain)

@@ -37,6 +37,7 @@ class Resyncer:
         self._all = False
         self._kinds: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._enqueue_task: asyncio.Task[None] | None = None
         self.passes = 0
 
     def request(self, kinds: Iterable[tuple[str, str]] | None = None, *, debounce: bool = True) -> None:
@@ -48,6 +49,22 @@ class Resyncer:
         if self._task is None or self._task.done():
             delay = self.debounce if debounce else 0.0
             self._task = asyncio.get_running_loop().create_task(self._run(delay), name="resync")
+
+    def now(self) -> None:
+        """Re-queue every workload (no re-routing: the handlers keep the index current): at once when
+        there are few, so each key is queued before the workers take any; else as a chunked pass."""
+        workloads = self.index.workloads()
+        if len(workloads) <= self.chunk:
+            for wl in workloads:
+                self.enqueue(wl)
+            return
+        self._enqueue_task = asyncio.get_running_loop().create_task(self._enqueue(workloads), name="resync-all")
+
+    async def _enqueue(self, workloads: list[WorkloadKey]) -> None:
+        for i, wl in enumerate(workloads):
+            self.enqueue(wl)
+            if i % self.chunk == self.chunk - 1:
+                await asyncio.sleep(0)
 
     @property
     def pending(self) -> bool:
@@ -80,9 +97,10 @@ class Resyncer:
         log.debug("resync: %d workloads re-queued", queued, extra={"scope": sorted(scope) or "all"})
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, self._enqueue_task) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 __all__ = ["Kinds", "Resyncer"]

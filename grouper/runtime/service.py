@@ -22,6 +22,7 @@ import socket
 import uuid
 from typing import Any
 
+from grouper import __version__
 from grouper.api.app import create_app
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
@@ -70,7 +71,7 @@ class Service:
         self.settings = settings
         self.config = config
         self.metrics = metrics or Metrics()
-        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.identity = identity or settings.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.store = DecisionStore()
         self.state = AppState(metrics=self.metrics, store=self.store, settings=settings)
         self.supervisor = Supervisor(self.metrics, on_fatal=self._fatal)
@@ -97,14 +98,16 @@ class Service:
         await self._start_http()
         cfg = self.config or cluster_config(s)
         log.info("connecting to %s (%s)", cfg.server, cfg.source)
-        self.client = KubeClient(cfg, qps=s.qps, burst=s.burst, metrics=self.metrics)
+        # the identity in the User-Agent tells the replicas apart in the API server's audit log
+        agent = f"kai-pod-grouper/{__version__} ({self.identity})"
+        self.client = KubeClient(cfg, qps=s.qps, burst=s.burst, metrics=self.metrics, user_agent=agent)
         self.control = KubeClient(
             cfg,
             qps=0,
             burst=1,
             metrics=self.metrics,
             request_timeout=RENEW_DEADLINE / 2,
-            user_agent=f"{self.client.user_agent}/leader-election",
+            user_agent=f"{agent} leader-election",
         )
         self.probe = ApiProbe(self.control)
         self.supervisor.spawn("api-probe", self.probe.run)

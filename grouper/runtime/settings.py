@@ -132,6 +132,7 @@ class RunSettings:
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
     extra_owner_kinds: str = ""
+    identity: str = ""
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -177,6 +178,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "log-level": (parse_log_level, "debug, info, warning or error"),
     "log-format": (parse_log_format, "json (one object per line) or text"),
     "shutdown-drain-seconds": (non_negative_float, "on SIGTERM, wait this long for in-flight reconciles"),
+    "identity": (
+        str,
+        "this replica's name in the leader-election Lease and in its User-Agent (set it to the pod name); "
+        "default: <hostname>_<random uuid>",
+    ),
     "extra-owner-kinds": (
         parse_kinds,
         "owner kinds to follow besides the native plugins' and the Karta definitions', "
