@@ -81,6 +81,43 @@ def sent_requests(metrics_text: str) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
+# Owners between a known workload and its pods that no plugin or definition names as a kind of its own.
+INTERMEDIATE_OWNERS = {
+    ("serving.knative.dev", "configurations"): "Knative Service -> Configuration -> Revision -> Deployment",
+    ("serving.knative.dev", "revisions"): "the Knative plugin reads the Revision's gang and topology settings",
+    ("grove.io", "podcliques"): "PodCliqueSet / PodGangSet -> PodClique -> Pod",
+    ("grove.io", "podcliquescalinggroups"): "PodCliqueSet -> PodCliqueScalingGroup -> PodClique",
+    ("scheduler.grove.io", "podgangs"): "the Grove plugin reads the PodGang of a pod",
+    ("nvidia.com", "dynamocomponentdeployments"): "DynamoGraphDeployment -> DynamoComponentDeployment",
+    ("kubevirt.io", "virtualmachines"): "VirtualMachine -> VirtualMachineInstance -> Pod",
+}
+
+
+def plural(kind: str) -> str:
+    k = kind.lower()
+    return k + ("es" if k.endswith("s") else "s")
+
+
+def test_owner_kinds_are_kinds_the_code_knows() -> None:
+    """Every owner kind the ClusterRole lets the grouper read is handled by a native plugin, named by a
+    built-in Karta definition, or an intermediate owner between those and their pods; and every such kind
+    is readable (no native kind left out)."""
+    from grouper.karta import DefinitionRegistry
+    from grouper.plugins.registry import RUNAI_SKIPPED_KINDS, native_plugins
+
+    known = {(g, plural(k)) for g, _, k in native_plugins()} | {("run.ai", plural(k)) for k in RUNAI_SKIPPED_KINDS}
+    for loaded in DefinitionRegistry(str(REPO / "definitions")).all():
+        d = loaded.definition
+        kinds = [d.gvk, *d.additional_child_kinds, *(c.kind for c in d.components() if c.kind is not None)]
+        known |= {(k.group, plural(k.kind)) for k in kinds if k.kind}
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == SA)
+    owners = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule.get("resources", [])
+              if r not in OWN_RESOURCES}
+    assert sorted(owners - known - set(INTERMEDIATE_OWNERS)) == [], "owner kinds nothing in the code handles"
+    assert sorted(known - owners - {("", "pods")}) == [], "kinds the code handles that the grouper cannot read"
+
+
 def test_every_granted_right_is_used(cluster: Any, kube: Kube, namespace: str, tmp_path: Path) -> None:
     ns = namespace
     label_namespace(kube, ns)
