@@ -16,7 +16,8 @@
 Answers are cached briefly (authenticated tokens and allowed reviews ``ttl`` seconds, failures and denials
 ``negative_ttl``), the cache is bounded, identical concurrent reviews share one request, and reviews have
 their own small rate budget (429 past it) so a flood of random tokens cannot use up the controller's API
-request budget. A review that does not answer within ``timeout`` seconds gives 503; nothing here blocks
+request budget. With ``audiences`` (``--http-auth-audiences``) only tokens bound to one of them are accepted
+(like kube-rbac-proxy's ``--auth-token-audiences``): such tokens are no good against the API server itself. A review that does not answer within ``timeout`` seconds gives 503; nothing here blocks
 the event loop.
 
 ``--http-auth-token-file`` keeps the older static mode (one shared token, full access);
@@ -222,10 +223,12 @@ class KubeAccess(ApiAccess):
         review_burst: int = 100,
         max_in_flight: int = 16,
         max_namespace_reviews: int = 64,
+        audiences: tuple[str, ...] = (),
     ) -> None:
         self._client: KubeClientSource = client if callable(client) else (lambda: client)
         self.timeout, self.ttl, self.negative_ttl = timeout, ttl, negative_ttl
         self.max_namespace_reviews = max_namespace_reviews
+        self.audiences = tuple(a for a in audiences if a)
         self.tokens: TTLCache[UserInfo | None] = TTLCache(max_entries)
         self.decisions: TTLCache[tuple[bool, str]] = TTLCache(max_entries)
         self._budget = _Budget(reviews_per_second, review_burst)
@@ -273,8 +276,11 @@ class KubeAccess(ApiAccess):
         key = hashlib.sha256(token.encode(errors="surrogateescape")).digest()  # never keep the token itself
 
         async def review() -> UserInfo | None:
-            body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-            return _user(await self._post(TOKEN_REVIEWS, body, "review the bearer token"))
+            spec: dict[str, Any] = {"token": token}
+            if self.audiences:
+                spec["audiences"] = list(self.audiences)
+            body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+            return _user(await self._post(TOKEN_REVIEWS, body, "review the bearer token"), self.audiences)
 
         user = await self.tokens.get_or_load(key, review, lambda u: self.ttl if u else self.negative_ttl)
         if user is None:
@@ -320,10 +326,12 @@ class KubeAccess(ApiAccess):
         return {ns for ns, (ok, _) in zip(wanted, checks, strict=True) if ok}
 
 
-def _user(review: dict[str, Any]) -> UserInfo | None:
+def _user(review: dict[str, Any], audiences: tuple[str, ...] = ()) -> UserInfo | None:
     status = review.get("status") or {}
     if not status.get("authenticated"):
         return None
+    if audiences and not set(audiences) & {str(a) for a in status.get("audiences") or ()}:
+        return None  # valid, but not for us (the API server must say which of our audiences it matched)
     u = status.get("user") or {}
     name = str(u.get("username") or "")
     if not name:
@@ -359,7 +367,8 @@ def api_access(settings: Any, client: KubeClient | KubeClientSource) -> ApiAcces
                     "PodGroup, decision, definition and metric; use it for local development only",
                     getattr(settings, "http_bind_address", "the HTTP port"))
         return ApiAccess()
-    return KubeAccess(client)
+    audiences = tuple(a.strip() for a in str(getattr(settings, "http_auth_audiences", "") or "").split(","))
+    return KubeAccess(client, audiences=tuple(a for a in audiences if a))
 
 
 __all__ = [

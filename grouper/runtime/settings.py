@@ -120,6 +120,7 @@ class RunSettings:
     http_bind_address: str = "0.0.0.0:8080"
     http_auth: str = "kubernetes"
     http_auth_token_file: str = ""
+    http_auth_audiences: str = ""
     log_level: str = "info"
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
@@ -168,6 +169,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         parse_http_auth,
         "who may read the API (not /healthz, /readyz): kubernetes = bearer tokens checked with TokenReview, "
         "each request authorized with a SubjectAccessReview; none = no authentication (local development only)",
+    ),
+    "http-auth-audiences": (
+        str,
+        "with --http-auth=kubernetes: accept only bearer tokens bound to one of these audiences (comma-separated; "
+        "default: the API server's own)",
     ),
     "http-auth-token-file": (
         str,

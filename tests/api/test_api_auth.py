@@ -49,6 +49,7 @@ class FakeApiServer:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.delay = 0.0
         self.fail: ApiError | None = None
+        self.token_audiences = {"tok-aud": ["kai-pod-grouper"]}  # every other token: the API server's
 
     async def request(self, method: str, path: str, *, body: Any = None, timeout: float | None = None,
                       **_: Any) -> Any:
@@ -59,10 +60,13 @@ class FakeApiServer:
         if self.fail is not None:
             raise self.fail
         if path == TOKEN_REVIEWS:
-            user = self.users.get(body["spec"]["token"])
-            if user is None:
+            token = body["spec"]["token"]
+            user = self.users.get(token) or ("aud-user" if token in self.token_audiences else None)
+            wanted = body["spec"].get("audiences") or ["https://kubernetes.default.svc"]
+            matched = [a for a in wanted if a in self.token_audiences.get(token, ["https://kubernetes.default.svc"])]
+            if user is None or not matched:
                 return {"status": {"authenticated": False, "error": "invalid bearer token"}}
-            return {"status": {"authenticated": True, "user": {
+            return {"status": {"authenticated": True, "audiences": matched, "user": {
                 "username": user, "uid": f"uid-{user}", "groups": ["system:authenticated"],
                 "extra": {"authentication.kubernetes.io/pod-name": ["p-1"]}}}}
         assert path == ACCESS_REVIEWS
@@ -346,6 +350,20 @@ def test_http_auth_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     p2 = argparse.ArgumentParser()
     add_flags(p2, environ={"GROUPER_HTTP_AUTH": "none"})
     assert p2.parse_args([]).http_auth == "none"
+
+
+def test_audiences_limit_which_tokens_count(world_with_errors: World, server: FakeApiServer) -> None:
+    access = api_access(RunSettings(http_auth_audiences="kai-pod-grouper, other"), lambda: server)  # type: ignore[arg-type,return-value]
+    assert isinstance(access, KubeAccess) and access.audiences == ("kai-pod-grouper", "other")
+    with TestClient(create_app(world_with_errors.state, access=access)) as c:
+        assert c.get("/openapi.json", headers=bearer("tok-aud")).status_code == 200
+        assert c.get("/openapi.json", headers=bearer("tok-admin")).status_code == 401  # API server audience
+    assert server.calls[0][1]["spec"]["audiences"] == ["kai-pod-grouper", "other"]
+    # a review that does not say which of our audiences matched is not trusted
+    from grouper.api.auth import _user
+
+    review = {"status": {"authenticated": True, "user": {"username": "u"}}}
+    assert _user(review) == UserInfo("u") and _user(review, ("kai-pod-grouper",)) is None
 
 
 async def test_attribute_descriptions() -> None:

@@ -162,3 +162,23 @@ def test_tenants_scrapers_and_strangers(cluster: Any, kube: Kube, namespace: str
         with contextlib.suppress(KubeError):
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{scraper_binding}",
                         ignore_missing=True)
+
+
+def test_audience_bound_tokens(cluster: Any, kube: Kube, namespace: str) -> None:
+    """``--http-auth-audiences``: only tokens minted for the grouper count; they do not work against the API
+    server, and the API server's own tokens do not work against the grouper."""
+    label_namespace(kube, namespace)
+    kube.apply_yaml(REPO / "deploy" / "rbac.yaml")
+    cluster.create_service_account(namespace, "reader")
+    for_grouper = cluster.create_token(namespace, "reader", audiences=["kai-pod-grouper"])
+    for_api_server = cluster.create_token(namespace, "reader")
+    grouper_token = cluster.create_token("kai-system", "kai-pod-grouper")
+    with GrouperThread(cluster, namespace, token=grouper_token, http_auth="kubernetes",
+                       http_auth_audiences="kai-pod-grouper") as g:
+        api = httpx.Client(base_url=f"http://127.0.0.1:{g.service.http_port}", timeout=10)
+        assert api.get("/openapi.json", headers=bearer(for_grouper)).status_code == 200
+        r = api.get("/podgroups", headers=bearer(for_grouper))
+        assert r.status_code == 200 and r.json()["items"] == []  # authenticated; no podgroups rights
+        assert api.get("/openapi.json", headers=bearer(for_api_server)).status_code == 401
+    with kube.with_token(for_grouper) as replayed:
+        assert replayed.request("GET", f"/api/v1/namespaces/{namespace}/pods").status_code == 401
