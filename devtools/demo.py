@@ -84,8 +84,10 @@ def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def http_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+def http_json(url: str, token: str | None = None) -> Any:
+    """GET the grouper's API; its endpoints (not the probes) need a token the API server accepts."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as resp:
         return json.loads(resp.read())
 
 
@@ -111,7 +113,7 @@ def submit_workload(cluster: LocalCluster) -> tuple[str, str]:
     return jobset_ns, jobset_name
 
 
-def show_result(cluster: LocalCluster, namespace: str, api: str) -> None:
+def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> None:
     _, pgs = cluster.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
     for pg in pgs["items"]:
         view = {
@@ -133,7 +135,7 @@ def show_result(cluster: LocalCluster, namespace: str, api: str) -> None:
     say("decisions (from the grouper's HTTP API)")
     for pg in pgs["items"]:
         try:
-            detail = http_json(f"{api}/podgroups/{namespace}/{pg['metadata']['name']}")
+            detail = http_json(f"{api}/podgroups/{namespace}/{pg['metadata']['name']}", token)
         except OSError as exc:
             print(f"  (HTTP API not available: {exc})")
             continue
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             wait_for("pods to be created and grouped", grouped, timeout=90)
             say(f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission")
-            show_result(cluster, namespace, api)
+            show_result(cluster, namespace, api, token)
             say("the grouper's log (decisions and writes)")
             lines = log_path.read_text().splitlines()
             for line in [ln for ln in lines if "podgroup" in ln.lower() or "decision" in ln.lower()][-15:]:

@@ -22,11 +22,14 @@ Endpoints (GET only; any other method is 405)
 Security
     Responses never hold Secrets, environment values, pod specs or pod annotations: pods appear as name,
     phase, node and the labels grouping reads; ``kubectl.kubernetes.io/last-applied-configuration`` on a
-    PodGroup is redacted. With a token file (``--http-auth-token-file``, re-read when it changes) every path
-    except ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <token>`` (401 otherwise); the probes
-    stay open so kubelet needs no token. Tokens are compared in constant time.
+    PodGroup is redacted. Every path except ``/healthz`` and ``/readyz`` needs a bearer token, checked with a
+    TokenReview, and the caller's Kubernetes permission for what the endpoint shows, checked with a
+    SubjectAccessReview (``--http-auth=kubernetes``, the default; :mod:`grouper.api.auth`). The probes stay
+    open so kubelet needs no token. ``--http-auth-token-file`` keeps a static one-token mode,
+    ``--http-auth=none`` turns authentication off.
 
 Wiring
-    ``create_app(state)`` with an :class:`grouper.api.state.AppState` (or any object with some of its
-    attributes), filled in while the service starts; see :mod:`grouper.api.state`.
+    ``create_app(state, access=api_access(settings, client))`` with an :class:`grouper.api.state.AppState`
+    (or any object with some of its attributes), filled in while the service starts; see
+    :mod:`grouper.api.state`. Without ``access`` the app is open (or static-token guarded).
 """

@@ -14,9 +14,16 @@ that one workload from the API server.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
 - ``GET /docs``, ``GET /openapi.json`` — the schema.
 
-Read-only: GET (and HEAD) only, anything else is 405. With a token file (``AppState.auth_token_file`` or
-``settings.http_auth_token_file``, i.e. ``--http-auth-token-file``) every path except ``/healthz`` and
-``/readyz`` needs ``Authorization: Bearer <token>`` (401 otherwise), so kubelet probes need no token.
+Read-only: GET (and HEAD) only, anything else is 405. Who may read what is decided by ``access`` (an
+:class:`grouper.api.auth.ApiAccess`; ``grouper run`` passes TokenReview + SubjectAccessReview, see
+:mod:`grouper.api.auth`): every path except ``/healthz`` and ``/readyz`` needs a bearer token (401), and
+each endpoint one Kubernetes permission of the caller (403): ``/metrics`` ``get`` on the non-resource URL
+``/metrics``; ``/podgroups`` ``list podgroups`` (cluster-wide, else filtered to the namespaces where the
+caller may); ``/podgroups/{ns}/{name}`` ``get podgroups``; ``/pods/{ns}/{name}`` ``get pods``;
+``/workloads/{ns}/...`` ``get podgroups`` in ``ns`` and with ``?live=true`` also ``get`` on the workload's
+kind; ``/definitions`` ``list kartas``; ``/docs`` and ``/openapi.json`` only a valid token. Without
+``access`` the app is open, or guarded by one static token when ``AppState.auth_token_file`` /
+``settings.http_auth_token_file`` is set.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -36,7 +44,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from grouper import __version__
 from grouper.api import health
+from grouper.api.auth import (
+    ANONYMOUS,
+    METRICS,
+    ApiAccess,
+    Attributes,
+    AuthError,
+    ResourceAttributes,
+    StaticTokenAccess,
+    UserInfo,
+)
 from grouper.api.models import (
+    ERRORS_LIMIT,
     DefinitionList,
     DefinitionRef,
     ErrorResponse,
@@ -48,12 +67,12 @@ from grouper.api.models import (
     WorkloadRef,
 )
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
-from grouper.api.security import OPEN_PATHS, BearerAuth
+from grouper.api.security import OPEN_PATHS
 from grouper.api.selectors import SelectorError, parse_selector
 from grouper.api.state import AppState, HealthSnapshot, StateReader, safe_get
 from grouper.api.views import ListFilters, Views, kind_matches, scrub
 from grouper.model import objects as o
-from grouper.model.objects import Obj
+from grouper.model.objects import GVK, Obj
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +80,8 @@ ALLOWED_METHODS = ("GET", "HEAD")
 LIVE_TIMEOUT = 10.0
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse, "description": "Missing or wrong bearer token (only with --http-auth-token-file)"},
+    401: {"model": ErrorResponse, "description": "Missing or invalid bearer token"},
+    403: {"model": ErrorResponse, "description": "The caller lacks the Kubernetes permission this endpoint needs"},
     405: {"model": ErrorResponse, "description": "Only GET is allowed"},
     422: {"model": ErrorResponse, "description": "A query or path parameter is malformed"},
 }
@@ -86,12 +106,21 @@ def _validation_errors(exc: RequestValidationError) -> tuple[str, list[dict[str,
     return "; ".join(parts) or "invalid request", jsonable_encoder(errors)
 
 
-def create_app(service_state: AppState) -> FastAPI:
+PODGROUPS = ("scheduling.run.ai", "podgroups")
+KARTAS = ResourceAttributes("list", "run.ai", "kartas")
+
+
+def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> FastAPI:
     """The application over ``service_state`` (read on every request, so it may still be filling in
-    while the service starts)."""
+    while the service starts).
+
+    ``access`` authenticates and authorizes requests; None keeps the embedder's old default: one static
+    token when the state names a token file, else no authentication at all."""
     state = StateReader(service_state)
-    token_file = state.token_file()
-    auth = BearerAuth(token_file) if token_file else None
+    if access is None:
+        token_file = state.token_file()
+        access = StaticTokenAccess(token_file) if token_file else ApiAccess()
+    guarded = access.mode != "none"
     views = Views(state)
     app = FastAPI(
         title="kai-pod-grouper",
@@ -99,7 +128,7 @@ def create_app(service_state: AppState) -> FastAPI:
         description=(
             "Read-only view of a running pod grouper: health, metrics, the PodGroups it manages and why, "
             "workload describe trees and Karta definitions. GET only."
-            + (" Bearer token required except on /healthz and /readyz." if auth else "")
+            + (" Bearer token required except on /healthz and /readyz." if guarded else "")
         ),
         docs_url="/docs",
         redoc_url=None,
@@ -110,17 +139,27 @@ def create_app(service_state: AppState) -> FastAPI:
     def snapshot() -> HealthSnapshot:
         return state.health()
 
+    def caller(request: Request) -> UserInfo:
+        user = getattr(request.state, "user", None)
+        return user if isinstance(user, UserInfo) else ANONYMOUS
+
+    async def need(request: Request, attrs: Attributes) -> None:
+        """403 unless the caller may do ``attrs`` (as an HTTPException, so the error handler shapes it)."""
+        try:
+            await access.require(caller(request), attrs)
+        except AuthError as e:
+            raise _AuthHTTPError(e) from None
+
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if request.method not in ALLOWED_METHODS:
             return _error(405, f"method {request.method} not allowed: this API is read-only (GET)",
                           headers={"Allow": ", ".join(ALLOWED_METHODS)})
-        if (
-            auth is not None
-            and request.url.path not in OPEN_PATHS
-            and not auth.check(request.headers.get("authorization"))
-        ):
-            return _error(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if guarded and request.url.path not in OPEN_PATHS:
+            try:
+                request.state.user = await access.authenticate(request.headers.get("authorization"))
+            except AuthError as e:
+                return _error(e.status, e.detail, e.errors, headers=e.headers)
         return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
@@ -130,7 +169,8 @@ def create_app(service_state: AppState) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+        errors = exc.auth.errors if isinstance(exc, _AuthHTTPError) else None
+        return _error(exc.status_code, str(exc.detail), errors, headers=getattr(exc, "headers", None))
 
     # -------------------------------------------------------------------------------------- health
 
@@ -167,6 +207,7 @@ def create_app(service_state: AppState) -> FastAPI:
     )
     async def metrics(request: Request) -> Response:
         """All ``podgrouper_*`` metrics of this process (its own registry, no process defaults)."""
+        await need(request, METRICS)
         encoder, content_type = choose_encoder(request.headers.get("accept") or "")
         return Response(encoder(state.registry()), media_type=content_type)
 
@@ -174,6 +215,7 @@ def create_app(service_state: AppState) -> FastAPI:
 
     @app.get("/podgroups", response_model=PodGroupList, tags=["podgroups"])
     async def list_podgroups(
+        request: Request,
         namespace: Annotated[str | None, Query(description="Only this namespace")] = None,
         kind: Annotated[
             str | None, Query(description="Workload kind: Kind, Kind.group or Kind.version.group (case-insensitive)")
@@ -208,8 +250,26 @@ def create_app(service_state: AppState) -> FastAPI:
             except TokenError as e:
                 raise HTTPException(422, f"query parameter continue: {e}") from e
         filters = ListFilters(namespace, kind, plugin, queue, selector)
+        if namespace:
+            await need(request, ResourceAttributes("list", *PODGROUPS, namespace))
         matches = views.matching_podgroups(filters)
-        errors = views.workload_errors(filters, (rec for rec, _, _ in matches))
+        readable: set[str] | None = None
+        if not namespace and access.checks_rights:
+            try:
+                readable = await access.allowed_namespaces(
+                    caller(request), "list", *PODGROUPS, _namespaces(state, matches)
+                )
+            except AuthError as e:
+                raise _AuthHTTPError(e) from None
+        if readable is None:
+            errors = views.workload_errors(filters, (rec for rec, _, _ in matches))
+        else:  # only the namespaces this caller may list, each with its own errors
+            matches = [m for m in matches if str(m[0].get("namespace") or "") in readable]
+            errors = []
+            for ns in sorted(readable):
+                in_ns = (rec for rec, _, _ in matches if rec.get("namespace") == ns)
+                errors.extend(views.workload_errors(replace(filters, namespace=ns), in_ns))
+            errors = errors[:ERRORS_LIMIT]
         if after is not None:
             matches = [m for m in matches if (str(m[0].get("namespace")), str(m[0].get("name"))) > after]
         page = matches[:limit]
@@ -223,17 +283,21 @@ def create_app(service_state: AppState) -> FastAPI:
     @app.get("/podgroups/{namespace}/{name}", response_model=PodGroupDetail, responses=_NOT_FOUND,
              tags=["podgroups"])
     async def get_podgroup(
-        namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
+        request: Request, namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
     ) -> PodGroupDetail:
         """One PodGroup as decided, its sub-groups and pods, and the decision record explaining it."""
+        await need(request, ResourceAttributes("get", *PODGROUPS, namespace, name))
         detail = views.podgroup_detail(namespace, name)
         if detail is None:
             raise HTTPException(404, f"PodGroup {namespace}/{name} is not managed by this grouper")
         return detail
 
     @app.get("/pods/{namespace}/{name}", response_model=PodDecision, responses=_NOT_FOUND, tags=["pods"])
-    async def get_pod(namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]) -> PodDecision:
+    async def get_pod(
+        request: Request, namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
+    ) -> PodDecision:
         """One pod's decision record: its PodGroup and sub-group, the plugin, owners and provenance, last error."""
+        await need(request, ResourceAttributes("get", "", "pods", namespace, name))
         rec = views.pod_decision(namespace, name)
         if rec is None:
             raise HTTPException(404, f"Pod {namespace}/{name} has no decision (not handled by this grouper)")
@@ -244,12 +308,14 @@ def create_app(service_state: AppState) -> FastAPI:
     @app.get("/workloads/{namespace}/{kind}/{name}", response_model=WorkloadDescribe, tags=["workloads"],
              responses={**_NOT_FOUND, 502: {"model": ErrorResponse, "description": "Live read failed"}})
     async def get_workload(
+        request: Request,
         namespace: Annotated[str, PathParam()],
         kind: Annotated[str, PathParam(description="Kind, Kind.group or Kind.version.group")],
         name: Annotated[str, PathParam()],
         live: Annotated[bool, Query(description="Read the workload from the API server, not the cache")] = False,
     ) -> WorkloadDescribe:
         """The describe tree of one workload (components, instances, pods, PodGroups) from the caches."""
+        await need(request, ResourceAttributes("get", *PODGROUPS, namespace))
         candidates = [(av, k) for av, k in views.known_workload_kinds(namespace) if kind_matches(kind, av, k)]
         if not candidates:
             raise HTTPException(404, f"no workload kind {kind!r} is known to this grouper in namespace {namespace}")
@@ -263,6 +329,11 @@ def create_app(service_state: AppState) -> FastAPI:
         reader = state.live
         if live and reader is not None:
             for av, k in candidates:
+                if access.checks_rights:  # the caller's own right to read this object from the API server
+                    resource = await _resource_of(state, av, k)
+                    if resource is None:
+                        continue
+                    await need(request, ResourceAttributes("get", resource[0], resource[1], namespace, name))
                 try:
                     fresh = await asyncio.wait_for(reader(av, k, namespace, name), LIVE_TIMEOUT)
                 except Exception as e:  # the API server is the one failing: say so
@@ -278,11 +349,40 @@ def create_app(service_state: AppState) -> FastAPI:
     # -------------------------------------------------------------------------------------- definitions
 
     @app.get("/definitions", response_model=DefinitionList, tags=["definitions"])
-    async def list_definitions() -> DefinitionList:
+    async def list_definitions(request: Request) -> DefinitionList:
         """Loaded Karta definitions: origin, root GVK, validity and validation errors."""
+        await need(request, KARTAS)
         return views.definitions()
 
     return app
+
+
+class _AuthHTTPError(StarletteHTTPException):
+    def __init__(self, auth: AuthError) -> None:
+        super().__init__(auth.status, auth.detail, headers=auth.headers)
+        self.auth = auth
+
+
+def _namespaces(state: StateReader, matches: list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]) -> set[str]:
+    """Namespaces a cluster-wide list would show: of the matching PodGroups and of failing pods."""
+    out = {str(rec.get("namespace") or "") for rec, _, _ in matches}
+    for r in state.decision_source().pods(None):
+        if r.get("outcome") == "error":
+            out.add(str((r.get("pod") or {}).get("namespace") or ""))
+    return out - {""}
+
+
+async def _resource_of(state: StateReader, api_version: str, kind: str) -> tuple[str, str] | None:
+    """(group, plural) of a kind through the controller's discovery; None when unknown or not served."""
+    controller = state.controller
+    if controller is None:
+        return None
+    gvk = GVK.from_api_version(api_version, kind)
+    try:
+        res = await asyncio.wait_for(controller.discovery.resolve(gvk), LIVE_TIMEOUT)
+    except Exception:  # discovery failing: the object cannot be read live either
+        return None
+    return (res.group, res.plural) if res is not None else None
 
 
 def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> WorkloadDescribe:

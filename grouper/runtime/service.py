@@ -24,6 +24,8 @@ from typing import Any
 
 from grouper import __version__
 from grouper.api.app import create_app
+from grouper.api.auth import api_access
+from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings
@@ -151,7 +153,8 @@ class Service:
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect})
 
     async def _start_http(self) -> None:
-        self.http = HttpServer(create_app(self.state), self.settings.http_bind_address)
+        access = api_access(self.settings, lambda: self.client)  # reviews go through the service's client
+        self.http = HttpServer(create_app(self.state, access=access), self.settings.http_bind_address)
         await self.http.start()
         self.supervisor.spawn("http", self._watch_http)
 

@@ -75,6 +75,15 @@ def parse_log_format(value: str) -> str:
     return v
 
 
+def parse_http_auth(value: str) -> str:
+    v = value.strip().lower()
+    if v not in ("kubernetes", "none"):
+        raise argparse.ArgumentTypeError(
+            f"--http-auth {value!r}: kubernetes (TokenReview + SubjectAccessReview) or none (no authentication)"
+        )
+    return v
+
+
 def parse_bind(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -127,7 +136,9 @@ class RunSettings:
     token_file: str = ""
     certificate_authority: str = ""
     http_bind_address: str = "0.0.0.0:8080"
+    http_auth: str = "kubernetes"
     http_auth_token_file: str = ""
+    http_auth_audiences: str = ""
     log_level: str = "info"
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
@@ -174,7 +185,20 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "token-file": (str, "bearer token file for --server (re-read when it rotates)"),
     "certificate-authority": (str, "CA bundle for --server"),
     "http-bind-address": (parse_bind, "HOST:PORT of the HTTP server (health, metrics and API on one port)"),
-    "http-auth-token-file": (str, "if set, the API (not /healthz, /readyz) requires this bearer token"),
+    "http-auth": (
+        parse_http_auth,
+        "who may read the API (not /healthz, /readyz): kubernetes = bearer tokens checked with TokenReview, "
+        "each request authorized with a SubjectAccessReview; none = no authentication (local development only)",
+    ),
+    "http-auth-audiences": (
+        str,
+        "with --http-auth=kubernetes: accept only bearer tokens bound to one of these audiences (comma-separated; "
+        "default: the API server's own)",
+    ),
+    "http-auth-token-file": (
+        str,
+        "static mode instead of --http-auth: the API requires exactly this one bearer token (full access)",
+    ),
     "log-level": (parse_log_level, "debug, info, warning or error"),
     "log-format": (parse_log_format, "json (one object per line) or text"),
     "shutdown-drain-seconds": (non_negative_float, "on SIGTERM, wait this long for in-flight reconciles"),

@@ -47,6 +47,7 @@ class GrouperThread:
     ) -> None:
         base: dict[str, Any] = {
             "http_bind_address": "127.0.0.1:0",
+            "http_auth": "none",  # these tests read the API on loopback; tests/integration/test_api_auth.py covers auth
             "definitions": str(REPO / "definitions"),
             "log_level": "info",
             "shutdown_drain_seconds": 5.0,

@@ -1,5 +1,5 @@
 """Probes and auth of real groupers: with leader election the leader and the standby are both ready and say
-which they are; a bearer token guards everything but the probes."""
+which they are; a static bearer token (--http-auth-token-file) guards everything but the probes."""
 
 from __future__ import annotations
 
@@ -37,9 +37,7 @@ def test_bearer_token_guards_all_but_probes(cluster: Any, kube: Kube, namespace:
     label_namespace(kube, namespace)
     token = tmp_path / "token"
     token.write_text("integration-token\n")
-    g = GrouperThread(cluster, namespace)
-    g.service.state.auth_token_file = str(token)
-    with g:
+    with GrouperThread(cluster, namespace, http_auth_token_file=str(token)) as g:
         assert probe(g, "/healthz").status_code == 200
         assert probe(g, "/readyz").status_code == 200
         for path in ("/podgroups", "/metrics", "/definitions", "/openapi.json", f"/pods/{namespace}/x"):

@@ -461,9 +461,9 @@ def test_rbac_with_service_account_tokens(cluster: LocalCluster, kube: Kube, nam
         assert (
             grouper.create(pg_path(namespace), podgroup("by-grouper", minMember=2))["spec"]["minMember"] == 2
         )
-        assert (
-            grouper.patch(pg_path(namespace, "by-grouper"), {"spec": {"queue": "q"}})["spec"]["queue"] == "q"
-        )
+        pg = grouper.get(pg_path(namespace, "by-grouper"))
+        pg["spec"]["queue"] = "q"
+        assert grouper.replace(pg_path(namespace, "by-grouper"), pg)["spec"]["queue"] == "q"
         assert grouper.list(KARTA_API) is not None
         assert grouper.list(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets") == []  # allowed (empty here)
         # not granted: deleting pods, writing jobs, reading secrets

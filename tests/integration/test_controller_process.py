@@ -35,7 +35,7 @@ def test_grouper_run_as_service_account(cluster: Any, kube: Kube, namespace: str
     token_file = tmp_path / "token"
     token_file.write_text(cluster.create_token("kai-system", "kai-pod-grouper"))
     port = free_port()
-    lease_name = f"grouper-{ns}"
+    lease_name = "kai-pod-grouper"  # the one Lease rbac.yaml lets the ServiceAccount update
     env = {
         **os.environ,
         "GROUPER_NAMESPACE_LABEL_SELECTOR": scope_label(ns),

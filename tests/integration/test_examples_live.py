@@ -230,9 +230,10 @@ def test_example_grouped_live_as_planned(bare: tuple[LocalCluster, Kube], groupe
             assert (meta.get("annotations") or {}).get("pod-group-name") == p["podGroup"], pod_name
             assert (meta.get("labels") or {}).get("kai.scheduler/subgroup-name") == p["subGroup"], pod_name
 
-    # And the grouper can explain every PodGroup it wrote.
+    # And the grouper can explain every PodGroup it wrote (its API authenticates callers with TokenReview).
+    admin = {"Authorization": f"Bearer {bare[0].admin_token}"}
     for pg_name in want_pgs:
-        detail = httpx.get(f"{grouper}/podgroups/{ns}/{pg_name}", timeout=5)
+        detail = httpx.get(f"{grouper}/podgroups/{ns}/{pg_name}", headers=admin, timeout=5)
         assert detail.status_code == 200, detail.text
         assert detail.json()["decision"]["plugin"], detail.text
 
