@@ -72,7 +72,7 @@ from grouper.api.selectors import SelectorError, parse_selector
 from grouper.api.state import AppState, HealthSnapshot, StateReader, safe_get
 from grouper.api.views import ListFilters, Views, kind_matches, scrub
 from grouper.model import objects as o
-from grouper.model.objects import GVK, Obj
+from grouper.model.objects import Obj
 
 log = logging.getLogger(__name__)
 
@@ -377,12 +377,10 @@ async def _resource_of(state: StateReader, api_version: str, kind: str) -> tuple
     controller = state.controller
     if controller is None:
         return None
-    gvk = GVK.from_api_version(api_version, kind)
     try:
-        res = await asyncio.wait_for(controller.discovery.resolve(gvk), LIVE_TIMEOUT)
+        return await asyncio.wait_for(controller.resource_of(api_version, kind), LIVE_TIMEOUT)
     except Exception:  # discovery failing: the object cannot be read live either
         return None
-    return (res.group, res.plural) if res is not None else None
 
 
 def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> WorkloadDescribe:

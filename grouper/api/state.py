@@ -110,6 +110,10 @@ class ControllerStatus(Protocol):
 
     async def read_live(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None: ...
 
+    async def resource_of(self, api_version: str, kind: str) -> tuple[str, str] | None:
+        """(group, plural) of a kind from discovery; None when not served."""
+        ...
+
 
 def _starting() -> HealthSnapshot:
     return HealthSnapshot(role="single", started=False)

@@ -318,6 +318,10 @@ class Controller:
             return None
         return await self.client.get_object(res.path(namespace, name))
 
+    async def resource_of(self, api_version: str, kind: str) -> tuple[str, str] | None:
+        res = await self.discovery.resolve(GVK.from_api_version(api_version, kind))
+        return (res.group, res.plural) if res is not None else None
+
     # ------------------------------------------------------------------ wiring
 
     def _attach(self, gvk: GVK, informer: Informer) -> None:

@@ -4,7 +4,7 @@
   ``allowWatchBookmarks=true``; the resourceVersion advances with every event and bookmark.
 - 410 Gone (expired resourceVersion, on the watch or mid-pagination) → a fresh LIST, and the cache is
   reconciled with it: vanished objects produce synthesized DELETED events, changed ones MODIFIED.
-- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered; at most 5 s while the API
+- Other failures → exponential back-off (0.8 s doubling to 30 s, jittered; at most 2 s while the API
   server cannot be reached at all, so grouping resumes within seconds of its return) and a new watch; a
   first LIST that is forbidden (403) or not found (404: CRD gone) ends the informer with ``error`` set,
   because retrying cannot help until RBAC or the CRD changes.
@@ -45,7 +45,7 @@ Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], list[str]]
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-CONNECTION_BACKOFF_CAP = 5.0  # seconds between attempts while the API server is unreachable
+CONNECTION_BACKOFF_CAP = 2.0  # seconds between attempts while the API server is unreachable
 ERROR_BACKOFF_CAP = 30.0
 
 

@@ -25,7 +25,6 @@ from typing import Any
 from grouper import __version__
 from grouper.api.app import create_app
 from grouper.api.auth import api_access
-from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings

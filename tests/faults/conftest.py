@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube import Kube
 
 from devtools.cluster import LocalCluster
-from kube import Kube
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")

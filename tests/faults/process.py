@@ -57,6 +57,7 @@ class GrouperProcess:
             "--http-bind-address", f"127.0.0.1:{self.port}",
             "--definitions", str(REPO / "definitions"),
             "--qps", "0",
+            "--http-auth", "none",  # the fault tests read /metrics; authentication has its own tests
             *self.args,
         ]
         env = {**self.env, "GROUPER_IDENTITY": self.identity}

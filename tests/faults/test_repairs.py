@@ -11,10 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube import Kube, wait_until
 
 from faults.process import GrouperProcess
-from faults.workloads import ANNOTATION, PGS, PODS, SUBGROUP, create_jobs, create_pods, marks, pod_groups, pods, pods_of
-from kube import Kube, wait_until
+from faults.workloads import (
+    ANNOTATION,
+    PGS,
+    PODS,
+    SUBGROUP,
+    create_jobs,
+    create_pods,
+    marks,
+    pod_groups,
+    pods,
+    pods_of,
+)
 
 REPEAT = 5
 
@@ -54,7 +65,7 @@ def test_every_hand_made_break_is_repaired_every_time(fkube: Kube, ns: str, grou
         old_uid = pod_groups(fkube, ns)[pg_name]["metadata"]["uid"]
         t0 = time.monotonic()
         fkube.delete(f"{PGS.format(ns=ns)}/{pg_name}")
-        wait_until(lambda: (pg := pod_groups(fkube, ns).get(pg_name)) is not None
+        wait_until(lambda old_uid=old_uid: (pg := pod_groups(fkube, ns).get(pg_name)) is not None
                    and pg["metadata"]["uid"] != old_uid, 15, what="the deleted PodGroup re-created")
         took["pg deleted"].append(time.monotonic() - t0)
         assert pod_groups(fkube, ns)[pg_name]["spec"] == original["spec"]
@@ -70,19 +81,19 @@ def test_every_hand_made_break_is_repaired_every_time(fkube: Kube, ns: str, grou
         victim, other = sorted(want)[0], sorted(want)[-1]
         t0 = time.monotonic()
         fkube.patch(f"{PODS.format(ns=ns)}/{victim}", {"metadata": {"annotations": {ANNOTATION: None}}})
-        wait_until(lambda: marks(fkube.get(f"{PODS.format(ns=ns)}/{victim}")) == want[victim], 15,
+        wait_until(lambda victim=victim: marks(fkube.get(f"{PODS.format(ns=ns)}/{victim}")) == want[victim], 15,
                    what="the removed annotation restored")
         took["annotation removed"].append(time.monotonic() - t0)
         t0 = time.monotonic()
         fkube.patch(f"{PODS.format(ns=ns)}/{other}", {"metadata": {"labels": {SUBGROUP: "bogus"}}})
-        wait_until(lambda: marks(fkube.get(f"{PODS.format(ns=ns)}/{other}")) == want[other], 15,
+        wait_until(lambda other=other: marks(fkube.get(f"{PODS.format(ns=ns)}/{other}")) == want[other], 15,
                    what="the changed sub-group label restored")
         took["label changed"].append(time.monotonic() - t0)
 
     assert {p["metadata"]["name"]: marks(p) for p in pods(fkube, ns)} == want
     assert list(pod_groups(fkube, ns)) == [pg_name], "never a second PodGroup"
-    print("\n[measure] repair time, max of %d each: %s" % (
-        REPEAT, ", ".join(f"{k} {max(v):.2f}s" for k, v in took.items())))
+    figures = ", ".join(f"{k} {max(v):.2f}s" for k, v in took.items())
+    print(f"\n[measure] repair time, max of {REPEAT} each: {figures}")
 
 
 def test_another_writer_keeps_its_fields_while_the_grouper_updates(
