@@ -175,6 +175,9 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
             return all(p["metadata"]["annotations"].get(ANNOTATION) == karta_name for p in ps)
 
         wait_until(regrouped, 30, what="pods moved to the Karta PodGroup without a restart")
+        # the PodGroup it replaced is named by no pod any more: the grouper deletes it (and only it)
+        wait_until(lambda: set(pod_groups(kube, ns)) == {karta_name}, 15, what="the replaced PodGroup deleted")
+        assert grouper.metrics.value("podgrouper_podgroups_deleted_total") == 1
         assert (
             grouper.metrics.value("podgrouper_karta_definitions", {"origin": "cluster", "state": "valid"})
             == 1
@@ -212,6 +215,9 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
             )
 
         wait_until(back_to_default, 30, what="pods back on the default PodGroup without sub-group labels")
+        wait_until(lambda: set(pod_groups(kube, ns)) == {default_name}, 15, what="the Karta PodGroup deleted")
+        detail = grouper.store.pods_of_group(ns, karta_name)
+        assert detail == [], "no pod is counted for the PodGroup it left"
     finally:
         kube.delete(f"/apis/run.ai/v1alpha1/kartas/{karta['metadata']['name']}", ignore_missing=True)
 
