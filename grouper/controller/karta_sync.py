@@ -101,6 +101,11 @@ class KartaSync:
 
         informer.add_handler(handler)
 
+    async def wait_idle(self) -> None:
+        """Until every event received so far is applied."""
+        while self._consumer is not None and not self._consumer.done():
+            await asyncio.shield(self._consumer)
+
     @property
     def pending(self) -> int:
         return self._events.qsize() + (0 if self._consumer is None or self._consumer.done() else 1)

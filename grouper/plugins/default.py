@@ -46,7 +46,7 @@ from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext
 from grouper.core.nodepool import apply_nodepool_label
 from grouper.model.errors import LookupForbidden
-from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, with_pod_typemeta
+from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, uid, with_pod_typemeta
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
 from grouper.plugins.common import (
     DEFAULT_QUEUE,
@@ -97,8 +97,9 @@ def default_metadata(
         top = pod
     chain = list(ctx.owners if owners is None else owners) or [top]
     top_labels, top_annotations = labels_of(top), annotations_of(top)
-    if top is pod:
-        # A bare pod is its own top owner: leave out the two keys the grouper itself writes on the pod,
+    if top is pod or (str(top.get("kind")) == "Pod" and uid(top) == uid(pod) and name(top) == name(pod)):
+        # The pod is its own top owner (bare, or below a skipped top owner such as an Argo Workflow):
+        # leave out the two keys the grouper itself writes on the pod,
         # so the PodGroup is the same before and after the pod is marked (no rewrite after a restart).
         top_labels = {k: v for k, v in top_labels.items() if k != SUBGROUP_LABEL}
         top_annotations = {k: v for k, v in top_annotations.items() if k != POD_GROUP_ANNOTATION}

