@@ -4,26 +4,15 @@ arrive): nothing is missed, nothing is duplicated, and readiness comes back each
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import pytest
 from kube import Kube, wait_until
 
 from faults.process import GrouperProcess
 from faults.proxy import CuttingProxy
 from faults.workloads import create_jobs, create_pods, marks, pod_groups, pods, pods_of
-
-
-@pytest.fixture
-def ns(fkube: Kube) -> Iterator[str]:
-    name = f"f-{uuid.uuid4().hex[:8]}"
-    fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
 
 
 def test_watches_cut_every_second_nothing_missed(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from controller.harness import GROUPER, free_port
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-GROUPER = Path(sys.executable).with_name("grouper")
 # Example name -> files submitted together (default "<name>.yaml"); batchling-karta goes with its kind.
 INPUTS = {
     "jobset-demo": ["jobset-demo.yaml", "jobset-demo-pods.yaml"],
@@ -60,11 +59,6 @@ BATCHLING_READER = [
     },
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
-from controller.harness import annotated, job, label_namespace, pod_groups, scope_label
+from controller.harness import GROUPER, annotated, free_port, job, label_namespace, pod_groups, scope_label
 from kube import Kube, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "rbac.yaml"
-GROUPER = Path(sys.executable).with_name("grouper")
 SA_NS, SA = "kai-system", "kai-pod-grouper"
 DEFAULTS_CM = "kai-pod-grouper-defaults"
 
@@ -46,11 +43,6 @@ OWN_RESOURCES = {"pods", "podgroups", "kartas", "priorityclasses", "namespaces",
                  "subjectaccessreviews", "leases", "configmaps"}
 OWNER_VERBS = {"get", "list", "watch"}  # list + watch: the owner informer; get: /workloads/...?live=true
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def granted() -> dict[tuple[str, str], set[str]]:
