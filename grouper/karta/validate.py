@@ -16,12 +16,14 @@ definition on a non-root component. Duplicate instance ids are caught at evaluat
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grouper.karta import jqsyntax
-from grouper.karta.jqrun import compile_error
+from grouper.karta.jqrun import CompileChecker, JqError, compile_errors
+from grouper.karta.jqsyntax import MAX_EXPRESSION_LENGTH
 from grouper.karta.model import STATUS_KEYS, Component, KartaDefinition, TopologySpec
 
 GROUPLESS_ROOT_KINDS = frozenset({"Pod"})
@@ -117,17 +119,53 @@ def jq_fields(defn: KartaDefinition) -> Iterator[tuple[str, str]]:
                         yield f"{mp}.filters[{fi}]", f
 
 
-def check_expression(expr: str) -> list[str]:
-    """Problems with one jq expression: libjq's compile error, else the read-only/bounded policy."""
-    return list(_check_expression(expr))
+def check_expression(expr: str, checker: CompileChecker | None = None) -> list[str]:
+    """Problems with one jq expression: libjq's compile error (compiled by ``checker``, by
+    default in this definition-less sandbox lane), else the read-only/bounded policy."""
+    return check_expressions([expr], checker)[expr]
+
+
+def check_expressions(exprs: list[str], checker: CompileChecker | None = None) -> dict[str, list[str]]:
+    """``check_expression`` for many expressions with one compile round trip."""
+    distinct = list(dict.fromkeys(exprs))
+    compiled = _compile_all(distinct, checker)
+    out: dict[str, list[str]] = {}
+    for e in distinct:
+        err = compiled[e]
+        if err is not None:
+            out[e] = [f"failed to parse JQ expression: {err}"]
+        else:
+            out[e] = list(_policy(e))
+    return out
+
+
+def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, str | None]:
+    """Compile errors, in the sandbox. A batch that times out or kills its worker is retried one
+    expression at a time so the error lands on the expression that caused it."""
+    if checker is None:
+        from grouper.karta.sandbox import shared_pool
+
+        checker = shared_pool().lane("validate")
+    # the length limit first: never hand libjq (or our parser) a megabyte of program text
+    long = {e: f"expression is longer than {MAX_EXPRESSION_LENGTH} characters" for e in exprs
+            if len(e) > MAX_EXPRESSION_LENGTH}
+    rest = [e for e in exprs if e not in long]
+    try:
+        return {**long, **compile_errors(rest, checker)}
+    except JqError:
+        pass
+    out: dict[str, str | None] = dict(long)
+    for e in rest:
+        try:
+            out[e] = compile_errors([e], checker)[e]
+        except JqError as err:
+            out[e] = f"compiling it in the sandbox failed: {err}"
+    return out
 
 
 @functools.lru_cache(maxsize=8192)
-def _check_expression(expr: str) -> tuple[str, ...]:
+def _policy(expr: str) -> tuple[str, ...]:
     # cached: cluster Kartas are re-validated on every update, mostly with the same expressions
-    err = compile_error(expr)
-    if err is not None:
-        return (f"failed to parse JQ expression: {err}",)
     try:
         reasons = jqsyntax.check(expr)
     except jqsyntax.JqSyntaxError as e:
@@ -136,8 +174,9 @@ def _check_expression(expr: str) -> tuple[str, ...]:
 
 
 class _Validator:
-    def __init__(self, defn: KartaDefinition) -> None:
+    def __init__(self, defn: KartaDefinition, checker: CompileChecker | None) -> None:
         self.d = defn
+        self.checker = checker
         self.report = ValidationReport()
 
     def error(self, field: str, message: str, expression: str | None = None) -> None:
@@ -340,15 +379,37 @@ class _Validator:
 
     # -- phase 4
     def jq(self) -> None:
-        for path, expr in jq_fields(self.d):
-            for message in check_expression(expr):
+        fields = list(jq_fields(self.d))
+        problems = check_expressions([e for _, e in fields], self.checker)
+        for path, expr in fields:
+            for message in problems[expr]:
                 self.error(path, message, expr)
 
 
-def validate(defn: KartaDefinition | None) -> ValidationReport:
-    """All problems of a definition (errors make it unusable; warnings are advice)."""
+def validate(defn: KartaDefinition | None, checker: CompileChecker | None = None) -> ValidationReport:
+    """All problems of a definition (errors make it unusable; warnings are advice).
+
+    jq is compiled by ``checker`` (the registry passes the definition's own sandbox lane);
+    by default in a shared sandbox lane — never in this process.
+    """
     if defn is None:
         report = ValidationReport()
         report.errors.append(Issue("<nil>", "", "karta is nil"))
         return report
-    return _Validator(defn).run()
+    if checker is None:
+        from grouper.karta.sandbox import shared_pool
+
+        checker = shared_pool().lane(lane_key(defn))
+    return _Validator(defn, checker).run()
+
+
+@functools.lru_cache(maxsize=4096)
+def lane_key(defn: KartaDefinition) -> str:
+    """Sandbox lane of a definition: its name and a digest of its content, so any change to
+    the definition gets a fresh lane (and lifts a quarantine)."""
+    try:
+        text = repr(defn)
+    except RecursionError:  # cannot happen within the loader's nesting limit; stay safe
+        text = str(id(defn))
+    digest = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    return f"{defn.origin}|{defn.name}|{digest}"
