@@ -132,11 +132,17 @@ def check_expressions(exprs: list[str], checker: CompileChecker | None = None) -
     out: dict[str, list[str]] = {}
     for e in distinct:
         err = compiled[e]
-        if err is not None:
+        if err is not None and err.startswith(_SANDBOX_FAILED):
+            # libjq blew its limits while compiling: say so, with what the policy sees in it
+            out[e] = [f"JQ expression failed validation: {err}", *(r for r in _policy(e) if r not in err)]
+        elif err is not None:
             out[e] = [f"failed to parse JQ expression: {err}"]
         else:
             out[e] = list(_policy(e))
     return out
+
+
+_SANDBOX_FAILED = "compiling it in the sandbox failed"
 
 
 def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, str | None]:
@@ -147,8 +153,11 @@ def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, 
 
         checker = shared_pool().lane("validate")
     # the length limit first: never hand libjq (or our parser) a megabyte of program text
-    long = {e: f"expression is longer than {MAX_EXPRESSION_LENGTH} characters" for e in exprs
-            if len(e) > MAX_EXPRESSION_LENGTH}
+    long = {
+        e: f"{_SANDBOX_FAILED}: not attempted, the expression is longer than {MAX_EXPRESSION_LENGTH} characters"
+        for e in exprs
+        if len(e) > MAX_EXPRESSION_LENGTH
+    }
     rest = [e for e in exprs if e not in long]
     try:
         return {**long, **compile_errors(rest, checker)}
@@ -159,7 +168,7 @@ def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, 
         try:
             out[e] = compile_errors([e], checker)[e]
         except JqError as err:
-            out[e] = f"compiling it in the sandbox failed: {err}"
+            out[e] = f"{_SANDBOX_FAILED}: {err}"
     return out
 
 
