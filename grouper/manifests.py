@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ def _load_file(path: Path) -> list[Manifest]:
     for index, doc in enumerate(docs):
         if not _within(doc, MAX_NESTING):
             raise ManifestError(f"{path}: document {index}: nests deeper than {MAX_NESTING} levels")
+        where = _non_json(doc)
+        if where is not None:
+            raise ManifestError(f"{path}: document {index}: field {where[0]}: {where[1]}")
     out: list[Manifest] = []
     for index, doc in enumerate(docs):
         if doc is None:
@@ -87,6 +91,24 @@ def _check(obj: dict[str, Any], source: str) -> Manifest:
     if ns is not None and not isinstance(ns, str):
         raise ManifestError(f"{source}: {obj.get('kind')} {meta['name']}: field metadata.namespace must be a string")
     return Manifest(obj, source)
+
+
+def _non_json(value: Any) -> tuple[str, str] | None:
+    """(field path, problem) of the first value the API server could not hold: a non-finite
+    number (YAML ``.inf`` / ``.nan``) or a non-string key (dates are left to the readers)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return at or "(document)", f"{v} is not a JSON number"
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return at or "(document)", f"key {k!r} is not a string"
+                stack.append((x, f"{at}.{k}" if at else k))
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+    return None
 
 
 def _within(value: Any, limit: int) -> bool:

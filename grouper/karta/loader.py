@@ -461,15 +461,22 @@ def parse_documents(text: str, source: str, *, json_only: bool = False) -> list[
         raise KartaLoadError("the document nests too deeply to parse", file=source) from None
 
 
-def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
-    """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
+def load_text(data: bytes, source: str, *, origin: str | None = None) -> list[KartaDefinition]:
+    """All definitions in YAML/JSON bytes (e.g. stdin), with the same checks as ``load_file``."""
+    if len(data) > MAX_FILE_BYTES:
+        raise KartaLoadError(f"input is {len(data)} bytes, more than the limit of {MAX_FILE_BYTES}", file=source)
+    if b"\x00" in data:
+        raise KartaLoadError("not a text file (contains NUL bytes)", file=source)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KartaLoadError(f"not UTF-8 text: {e}", file=source) from None
+    return _definitions(parse_documents(text, source), source, origin or f"file:{source}")
 
-    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
-    """
-    p = Path(path)
-    base = origin or f"file:{p}"
+
+def _definitions(docs: list[Any], source: str, base: str) -> list[KartaDefinition]:
     out: list[KartaDefinition] = []
-    for index, doc in enumerate(_documents(p)):
+    for index, doc in enumerate(docs):
         if doc is None:
             continue
         items = [doc]
@@ -479,8 +486,17 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefin
             try:
                 out.append(from_object(item, base if index == 0 else f"{base}#{index}"))
             except KartaLoadError as e:
-                raise e.located(str(p), index) from None
+                raise e.located(source, index) from None
     return out
+
+
+def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
+    """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
+
+    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
+    """
+    p = Path(path)
+    return _definitions(_documents(p), str(p), origin or f"file:{p}")
 
 
 def load_dir(
