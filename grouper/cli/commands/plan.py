@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
     p.add_argument("-n", "--namespace", default="default",
                    help="namespace of namespaced objects that name none, as kubectl apply (default %(default)s)")
+    p.add_argument("--karta-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="time limit of one Karta jq evaluation in the sandbox (default %(default)s)")
     add_grouping_flags(p)
     p.set_defaults(func=run)
 
@@ -47,11 +49,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     definitions_dir = args.definitions or default_definitions_dir()
-    registry = DefinitionRegistry(definitions_dir)
+    registry = DefinitionRegistry(definitions_dir, timeout_s=args.karta_timeout)
     for e in registry.load_errors:
         print(f"error: Karta catalog: {e}", file=sys.stderr)
     if registry.load_errors:
         return EXIT_BAD_INPUT
+    if args.definitions is not None:  # the user's own catalog: an invalid entry is an input error
+        invalid = [x for x in registry.all() if not x.report.ok]
+        for x in invalid:
+            print(f"error: {x.origin}: Karta {x.definition.name} is invalid:", file=sys.stderr)
+            for issue in x.report.errors:
+                print(f"  {issue}", file=sys.stderr)
+        if invalid:
+            print("error: not planning with an invalid Karta definition", file=sys.stderr)
+            return EXIT_BAD_INPUT
     objects = []
     bad = False
     for m in manifests:
