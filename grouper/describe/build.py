@@ -154,16 +154,16 @@ class _Builder:
         out: dict[str, Scale] = {}
         for iid, sc in scales.items():
             fixed: dict[str, int | None] = {}
-            for name in ("replicas", "minReplicas", "maxReplicas"):
-                value = {"replicas": sc.replicas, "minReplicas": sc.min_replicas, "maxReplicas": sc.max_replicas}[name]
+            values = {"replicas": sc.replicas, "minReplicas": sc.min_replicas, "maxReplicas": sc.max_replicas}
+            for field_name, value in values.items():
                 if value is not None and value < 0:
                     where = f"component {c.name}" + (f" instance {iid}" if iid else "")
                     self.warn(
-                        f"Karta {self.defn.name}, {where}: {name} {value} is negative, shown as 0 "
-                        f"(expression '{paths.get(name, '')}')"
+                        f"Karta {self.defn.name}, {where}: {field_name} {value} is negative, shown as 0 "
+                        f"(expression '{paths.get(field_name, '')}')"
                     )
                     value = 0
-                fixed[name] = value
+                fixed[field_name] = value
             out[iid] = Scale(fixed["replicas"], fixed["minReplicas"], fixed["maxReplicas"])
         return out
 

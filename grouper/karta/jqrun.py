@@ -31,7 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jq
 import orjson
@@ -359,17 +359,17 @@ def evaluate_many(
     results: dict[str, Outcome] = {}
     good: list[str] = []
     distinct = list(dict.fromkeys(exprs))
-    checker = runner if hasattr(runner, "compile_errors") else None
+    checker = cast(CompileChecker, runner) if hasattr(runner, "compile_errors") else None
     try:
         errors = compile_errors(distinct, checker, timeout_s)
-    except JqError as e:
-        return {expr: Outcome(error=str(e)) for expr in distinct}
-    for e in distinct:
-        err = errors.get(e)
+    except JqError as exc:
+        return {expr: Outcome(error=str(exc)) for expr in distinct}
+    for text in distinct:
+        err = errors.get(text)
         if err is not None:
-            results[e] = Outcome(error=f"failed to compile JQ expression: {err}")
+            results[text] = Outcome(error=f"failed to compile JQ expression: {err}")
         else:
-            good.append(e)
+            good.append(text)
     if not good:
         return results
     if len(good) > 1:

@@ -167,15 +167,16 @@ def run_validate(args: argparse.Namespace) -> int:
         if objs is None:
             return EXIT_USAGE
         for obj in objs:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            source = f"cluster:Karta/{meta.get('name') or ''}"
+            meta = obj.get("metadata")
+            karta_name = meta.get("name") if isinstance(meta, dict) else None
+            source = f"cluster:Karta/{karta_name or ''}"
             try:
                 checked.append(_check(from_object(obj, source), source))
-            except KartaLoadError as e:
-                load_errors.append(_load_error(source, e))
+            except KartaLoadError as exc:
+                load_errors.append(_load_error(source, exc))
     ok = not load_errors and not io_errors and all(c.valid for c in checked)
-    for e in io_errors:
-        print(f"error: {e}", file=sys.stderr)
+    for problem in io_errors:
+        print(f"error: {problem}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps({"valid": ok, "definitions": [c.to_dict() for c in checked], "loadErrors": load_errors,
                           "ioErrors": io_errors}, indent=2))
