@@ -333,8 +333,9 @@ class SandboxPool:
                     raise JqError("sandbox is closed")
                 if len(self._workers) < self.max_workers:
                     break
-                if self._steal_idle(lane):
-                    break
+                taken = self._take_idle(lane)
+                if taken is not None:
+                    return taken
                 self._cond.wait(0.05)
             self._ensure_reaper()
         w = _Worker(self.memory_limit_bytes, self.max_response)
@@ -342,8 +343,10 @@ class SandboxPool:
             self._workers.add(w)
         return w
 
-    def _steal_idle(self, requester: Lane) -> bool:
-        """Kill the least recently used idle worker of another lane (caller holds ``_cond``)."""
+    def _take_idle(self, requester: Lane) -> _Worker | None:
+        """Hand the least recently used idle worker of another lane to ``requester`` (caller
+        holds ``_cond``). A worker keeps no state of a definition but compiled programs keyed
+        by their text, so handing it over is safe and saves starting a process."""
         idle = sorted(
             (x for x in self._lanes.values() if x is not requester and x.worker is not None),
             key=lambda x: x.last_used,
@@ -352,15 +355,13 @@ class SandboxPool:
             if other.lock.acquire(blocking=False):
                 try:
                     w = other.worker
-                    if w is None:
+                    if w is None or not w.alive():
                         continue
                     other.worker = None
-                    self._workers.discard(w)
-                    w.kill()
-                    return True
+                    return w
                 finally:
                     other.lock.release()
-        return False
+        return None
 
     def _release(self, w: _Worker, *, restart: bool = False) -> None:
         w.kill()
