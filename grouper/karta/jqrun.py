@@ -294,22 +294,28 @@ class CompileChecker(Protocol):
 
 
 class _CompileResults:
-    """Text → compile error (or None). Compile results depend only on the text and libjq, so one
-    cache serves every runner; only *computing* a result must happen where it is safe."""
+    """Text digest → compile error (or None). Compile results depend only on the text and libjq,
+    so one cache serves every runner; only *computing* a result must happen where it is safe.
+    Keyed by digest so long hostile expressions do not stay in memory."""
 
     def __init__(self, maxsize: int = 8192) -> None:
         self.maxsize = maxsize
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, str | None] = OrderedDict()
+        self._items: OrderedDict[bytes, str | None] = OrderedDict()
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
     def lookup(self, exprs: Sequence[str], checker: Any, timeout_s: float | None) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         missing: list[str] = []
         with self._lock:
             for e in exprs:
-                if e in self._items:
-                    self._items.move_to_end(e)
-                    out[e] = self._items[e]
+                k = self._key(e)
+                if k in self._items:
+                    self._items.move_to_end(k)
+                    out[e] = self._items[k]
                 else:
                     missing.append(e)
         if missing:
@@ -319,7 +325,7 @@ class _CompileResults:
                 found = checker.compile_errors(missing, timeout_s)
             with self._lock:
                 for e, err in zip(missing, found, strict=True):
-                    out[e] = self._items[e] = err
+                    out[e] = self._items[self._key(e)] = (err[:2000] if err else err)
                 while len(self._items) > self.maxsize:
                     self._items.popitem(last=False)
         return out

@@ -287,9 +287,12 @@ class Node:
     pos: int = 0
 
     def walk(self) -> Iterator[Node]:
-        yield self
-        for c in self.children:
-            yield from c.walk()
+        """Pre-order, iteratively (nested generators cost O(depth) per node)."""
+        stack: list[Node] = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(reversed(n.children))
 
 
 def _n(kind: str, value: str = "", *children: Node, pos: int = 0) -> Node:
@@ -845,10 +848,23 @@ class _RootReads:
         return False  # identity, recurse, def, directive, program, unknown
 
 
-@functools.lru_cache(maxsize=8192)
+_CACHED_LENGTH = 1024  # longer expressions are analysed each time: a cache must stay small
+
+
 def root_fields(expr: str) -> frozenset[str] | None:
     """Top-level fields of its input that ``expr`` reads, or None if it may read anything
     (conservative: any doubt gives None)."""
+    if len(expr) > _CACHED_LENGTH:
+        return _root_fields(expr)
+    return _root_fields_cached(expr)
+
+
+@functools.lru_cache(maxsize=8192)
+def _root_fields_cached(expr: str) -> frozenset[str] | None:
+    return _root_fields(expr)
+
+
+def _root_fields(expr: str) -> frozenset[str] | None:
     try:
         tree = parse(expr)
     except JqSyntaxError:

@@ -322,7 +322,7 @@ def _gang(value: Any, path: str) -> GangScheduling | None:
 
 # Input limits (a Karta is a few KB in practice; these keep a hostile one from costing minutes
 # of validation or megabytes of memory in the controller). The API server caps objects at ~1.5 MB.
-MAX_OBJECT_BYTES = 512 * 1024
+MAX_OBJECT_BYTES = 256 * 1024
 MAX_COMPONENTS = 256
 MAX_NESTING = 64  # JSON nesting depth of the object
 MAX_COMPONENT_DEPTH = 32  # ownerRef chain length from a child up to the root
@@ -349,12 +349,6 @@ def check_limits(obj: dict[str, Any]) -> None:
     """Raise ``KartaLoadError`` when ``obj`` is beyond the input limits (before parsing it)."""
     if _nesting(obj, MAX_NESTING) is None:
         raise KartaLoadError(f"the object nests deeper than {MAX_NESTING} levels")
-    try:
-        size = len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
-    except (TypeError, orjson.JSONEncodeError) as e:
-        raise KartaLoadError(f"the object is not JSON-serializable: {e}") from None
-    if size > MAX_OBJECT_BYTES:
-        raise KartaLoadError(f"the object is {size} bytes, more than the limit of {MAX_OBJECT_BYTES}")
     spec = obj.get("spec")
     sd = spec.get("structureDefinition") if isinstance(spec, dict) else None
     kids = sd.get("childComponents") if isinstance(sd, dict) else None
@@ -363,6 +357,12 @@ def check_limits(obj: dict[str, Any]) -> None:
             f"{len(kids) + 1} components, more than the limit of {MAX_COMPONENTS}",
             field="spec.structureDefinition.childComponents",
         )
+    try:
+        size = len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise KartaLoadError(f"the object is not JSON-serializable: {e}") from None
+    if size > MAX_OBJECT_BYTES:
+        raise KartaLoadError(f"the object is {size} bytes, more than the limit of {MAX_OBJECT_BYTES}")
 
 
 def _check_depth(root: Component, children: list[Component]) -> None:

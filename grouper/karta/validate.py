@@ -15,9 +15,11 @@ definition on a non-root component. Duplicate instance ids are caught at evaluat
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -172,9 +174,29 @@ def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, 
     return out
 
 
-@functools.lru_cache(maxsize=8192)
+_POLICY: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
+_POLICY_LOCK = threading.Lock()
+
+
 def _policy(expr: str) -> tuple[str, ...]:
-    # cached: cluster Kartas are re-validated on every update, mostly with the same expressions
+    """The read-only/bounded/gojq policy for one expression. Cached (cluster Kartas are
+    re-validated on every update, mostly with the same expressions) by a digest of the text,
+    so the cache stays small however long the expressions are."""
+    key = hashlib.blake2b(expr.encode(), digest_size=16).digest()
+    with _POLICY_LOCK:
+        hit = _POLICY.get(key)
+        if hit is not None:
+            _POLICY.move_to_end(key)
+            return hit
+    reasons = _policy_uncached(expr)
+    with _POLICY_LOCK:
+        _POLICY[key] = reasons
+        while len(_POLICY) > 8192:
+            _POLICY.popitem(last=False)
+    return reasons
+
+
+def _policy_uncached(expr: str) -> tuple[str, ...]:
     try:
         reasons = jqsyntax.check(expr)
     except jqsyntax.JqSyntaxError as e:
@@ -412,13 +434,23 @@ def validate(defn: KartaDefinition | None, checker: CompileChecker | None = None
     return _Validator(defn, checker).run()
 
 
-@functools.lru_cache(maxsize=4096)
+_LANE_KEYS: weakref.WeakKeyDictionary[KartaDefinition, str] = weakref.WeakKeyDictionary()
+_LANE_KEYS_LOCK = threading.Lock()
+
+
 def lane_key(defn: KartaDefinition) -> str:
     """Sandbox lane of a definition: its name and a digest of its content, so any change to
-    the definition gets a fresh lane (and lifts a quarantine)."""
+    the definition gets a fresh lane (and lifts a quarantine). Remembered while the definition
+    lives (weakly: a cache must not keep deleted Kartas in memory)."""
+    with _LANE_KEYS_LOCK:
+        key = _LANE_KEYS.get(defn)
+    if key is not None:
+        return key
     try:
         text = repr(defn)
     except RecursionError:  # cannot happen within the loader's nesting limit; stay safe
         text = str(id(defn))
-    digest = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
-    return f"{defn.origin}|{defn.name}|{digest}"
+    key = f"{defn.origin}|{defn.name}|{hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
+    with _LANE_KEYS_LOCK:
+        _LANE_KEYS[defn] = key
+    return key

@@ -119,7 +119,7 @@ def test_input_limits_have_clear_errors() -> None:
         nested = {"a": nested}
     with pytest.raises(KartaLoadError, match="nests deeper than 64 levels"):
         from_object(_karta("nested", extra=nested), "cluster:Karta/nested")
-    with pytest.raises(KartaLoadError, match="more than the limit of 524288"):
+    with pytest.raises(KartaLoadError, match="more than the limit of 262144"):
         from_object(_karta("huge", padding="x" * 600_000), "cluster:Karta/huge")
     report = validate(from_object(_karta("long", expr="." + "a" * 20_000), "cluster:Karta/long"))
     assert any("longer than 10000 characters" in i.message and i.expression for i in report.errors)
