@@ -25,7 +25,15 @@ from hypothesis import strategies as st
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
-from grouper.karta import DefinitionRegistry, Evaluator, KartaEvalError, KartaLoadError, apply_gang, from_object, validate
+from grouper.karta import (
+    DefinitionRegistry,
+    Evaluator,
+    KartaEvalError,
+    KartaLoadError,
+    apply_gang,
+    from_object,
+    validate,
+)
 from grouper.karta.sandbox import SandboxPool
 from grouper.model import errors as model_errors
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata
