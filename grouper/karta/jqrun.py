@@ -17,9 +17,9 @@ object to jq ~1-2 ms per run (it is re-parsed on every run). So:
 
 Bounds: each expression may produce at most ``max_outputs - 1`` outputs (upstream: the 1000th
 output already fails with "query results exceed the allowed number 1000"); ``limit`` cuts a huge
-generator off early. libjq cannot be interrupted, so time is bounded by validation (no unbounded
-constructs) in-process, and by a killable worker process (``grouper.karta.sandbox``) for
-untrusted definitions.
+generator off early. libjq cannot be interrupted and folds constants while compiling, so a runner
+that can compile (``compile_errors``) is asked to compile too: the sandbox never lets libjq see
+untrusted text in this process. ``InProcessRunner`` is for trusted text only.
 """
 
 from __future__ import annotations
