@@ -150,15 +150,14 @@ def test_a_hostile_lane_does_not_block_another(pool: SandboxPool) -> None:
     def hog() -> None:
         started.set()
         with pytest.raises(JqTimeout):
-            evil.run("def f: f; f", "null", 10, 2.0)
+            evil.run("def f: f; f", "null", 10, 5.0)
 
     t = threading.Thread(target=hog)
     t.start()
     started.wait()
     time.sleep(0.2)
-    t0 = time.monotonic()
     assert good.run(".a", '{"a": 1}', 10, 5.0) == [1]
-    assert time.monotonic() - t0 < 1.5  # answered while the hostile lane still runs
+    assert t.is_alive()  # answered while the hostile lane was still busy, not after it
     t.join()
 
 
