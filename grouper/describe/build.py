@@ -142,11 +142,30 @@ class _Builder:
     def scales(self, c: Component) -> dict[str, Scale]:
         if c.name not in self._scales:
             try:
-                self._scales[c.name] = self.ev.scale(self.workload, c)
+                self._scales[c.name] = self._non_negative(c, self.ev.scale(self.workload, c))
             except KartaEvalError as e:
                 self.warn(str(e))
                 self._scales[c.name] = {}
         return self._scales[c.name]
+
+    def _non_negative(self, c: Component, scales: dict[str, Scale]) -> dict[str, Scale]:
+        """A negative count is shown as 0 with a warning naming the value and its expression."""
+        paths = c.scale.paths() if c.scale else {}
+        out: dict[str, Scale] = {}
+        for iid, sc in scales.items():
+            fixed: dict[str, int | None] = {}
+            values = {"replicas": sc.replicas, "minReplicas": sc.min_replicas, "maxReplicas": sc.max_replicas}
+            for field_name, value in values.items():
+                if value is not None and value < 0:
+                    where = f"component {c.name}" + (f" instance {iid}" if iid else "")
+                    self.warn(
+                        f"Karta {self.defn.name}, {where}: {field_name} {value} is negative, shown as 0 "
+                        f"(expression '{paths.get(field_name, '')}')"
+                    )
+                    value = 0
+                fixed[field_name] = value
+            out[iid] = Scale(fixed["replicas"], fixed["minReplicas"], fixed["maxReplicas"])
+        return out
 
     def templates(self, c: Component) -> dict[str, Obj]:
         if c.name not in self._templates:
