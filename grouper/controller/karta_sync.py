@@ -128,8 +128,8 @@ class KartaSync:
         if etype == DELETED:
             self.registry.remove_cluster_object(name)
         else:
-            # parsing + validating runs in a worker thread: a huge definition must not stall the loop
-            loaded = await asyncio.to_thread(self.registry.upsert_cluster_object, obj)
+            # parsing + validating (compiling in the definition's sandbox lane) runs off the loop
+            loaded = await self.registry.upsert_cluster_object_async(obj)
             self._report_invalid(obj, loaded)
             if loaded is not None:
                 affected |= definition_kinds(loaded.definition)

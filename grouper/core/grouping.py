@@ -56,6 +56,7 @@ class Grouper:
             self._decide(pod, lookups, decision)
         except GroupingError as exc:
             decision.outcome, decision.reason, decision.message = "error", exc.reason, str(exc)
+            decision.retryable = exc.retryable
         except Exception as exc:  # a plugin bug must not take the service down; report it
             log.exception("unexpected error grouping pod %s", decision.pod_key)
             decision.outcome, decision.reason = "error", "InternalError"

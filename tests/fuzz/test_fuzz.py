@@ -37,6 +37,7 @@ from grouper.karta import (
 from grouper.karta.sandbox import SandboxPool
 from grouper.model import errors as model_errors
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata
+from grouper.runtime.composition import build_grouper
 from tests.core.test_properties import mutated_examples, synthetic_workloads
 
 SHORT = settings(
@@ -245,7 +246,7 @@ def karta_path(karta: dict[str, Any], world: tuple[dict[str, Any], list[dict[str
     registry = DefinitionRegistry(pool=pool(), timeout_s=2.0)
     loaded = registry.upsert_cluster_object(karta)
     assert loaded is not None
-    grouper = Grouper(definitions=registry)
+    grouper = build_grouper(definitions=registry)
     lookups = InMemoryLookups([workload, *pods])
     for pod in pods:
         _check_decision(grouper.decide(pod, lookups))
