@@ -242,6 +242,9 @@ class DefinitionView(_Model):
         "and it gives status and describe trees"
     )
     notUsedReason: str | None = Field(None, description="Why an inactive definition is not used")
+    quarantine: str | None = Field(
+        None, description="Why its jq is no longer run (it kept timing out in its sandbox) until the definition changes"
+    )
     errors: list[DefinitionIssue]
     warnings: list[DefinitionIssue]
     resourceVersion: str | None = None

@@ -588,6 +588,7 @@ class Views:
                     valid=ld.report.ok,
                     active=active,
                     notUsedReason=why,
+                    quarantine=getattr(ld, "quarantine", None),
                     errors=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
                             for i in ld.report.errors],
                     warnings=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
@@ -609,6 +610,7 @@ class Views:
                     valid=False,
                     active=False,
                     notUsedReason="cannot be loaded",
+                    quarantine=None,
                     errors=[DefinitionIssue(field=str(getattr(e, "field", "") or ""),
                                             message=str(getattr(e, "message", e)))],
                     warnings=[],

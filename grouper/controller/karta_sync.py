@@ -166,10 +166,13 @@ class KartaSync:
         self.spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
 
     def update_metrics(self) -> None:
-        """``podgrouper_karta_definitions{origin,state}``; cluster Kartas that failed to load count as invalid."""
-        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in ("valid", "invalid")}
+        """``podgrouper_karta_definitions{origin,state}`` (state: valid, invalid, quarantined); cluster Kartas
+        that failed to load count as invalid."""
+        states = ("valid", "invalid", "quarantined")
+        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in states}
         for ld in self.registry.all():
-            counts[(ld.source, "valid" if ld.report.ok else "invalid")] += 1
+            state = "quarantined" if ld.quarantine else "valid" if ld.report.ok else "invalid"
+            counts[(ld.source, state)] += 1
         counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
         for (origin, state), n in counts.items():
             self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
