@@ -103,6 +103,9 @@ class PodGroupMetadata:
     topology: TopologyConstraint = field(default_factory=TopologyConstraint)
     # field name (e.g. "queue") -> human-readable source ("label kai.scheduler/queue on JobSet/js")
     provenance: dict[str, str] = field(default_factory=dict)
+    # KAI v0.18 ``Metadata.Warnings``: the PodGroup is written, and each warning is reported as a
+    # ``PodGrouperWarning`` Event on the pod (e.g. segmentation combined with semi-preemptible).
+    warnings: list[str] = field(default_factory=list)
 
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""
