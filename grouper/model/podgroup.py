@@ -131,8 +131,10 @@ class PodGroupMetadata:
             spec["preemptionDelay"] = self.preemption_delay
         if self.staleness_grace_period:
             spec["stalenessGracePeriod"] = self.staleness_grace_period
-        if not self.topology.is_empty():
-            spec["topologyConstraint"] = self.topology.to_dict()
+        # Always present, ``{}`` without a topology: KAI stores it so (a struct, not a pointer, in its
+        # Go type), so a KAI podgrouper taking over our PodGroups finds nothing to rewrite. Readers that
+        # compare (the writer) treat an absent constraint and ``{}`` as equal.
+        spec["topologyConstraint"] = self.topology.to_dict()
         if self.sub_groups:
             spec["subGroups"] = [sg.to_spec() for sg in self.sub_groups]
         return spec
