@@ -207,7 +207,7 @@ CASES = [
     Case("llminferenceservice/v1alpha1-running.yaml", ["Running"],
          {"llama-8b-kserve-router-scheduler-*": P("router-scheduler", None, "llama-8b", 3),
           "llama-8b-kserve-*": P("main", None, "llama-8b", 3)}, 3,
-         scales={"main": {"": (2, None)}, "prefill": {"": (None, None)}, "worker": {"": (0, None)},
+         scales={"main": {"": (2, None)}, "prefill": {"": (0, None)}, "worker": {"": (0, None)},
                  "router-scheduler": {"": (1, None)}}, total=3),
     Case("llminferenceservice/v1alpha1-failed.yaml", ["Failed"], {}, 0, total=1),
     Case("llminferenceservice/v1alpha2-running.yaml", ["Running"],
@@ -216,7 +216,7 @@ CASES = [
     Case("llminferenceservice/v1alpha2-pending.yaml", ["Initializing"],
          {"qwen-pd-kserve-prefill-*": P("prefill", None, "qwen-pd", 3),
           "qwen-pd-kserve-*": P("main", None, "qwen-pd", 3)}, 3,
-         scales={"main": {"": (1, None)}, "prefill": {"": (2, None)}, "router-scheduler": {"": (None, None)}},
+         scales={"main": {"": (1, None)}, "prefill": {"": (2, None)}, "router-scheduler": {"": (0, None)}},
          total=3),
     # Agent Sandbox: one PodGroup per Sandbox, keyed by its uid (upstream's alpha form).
     Case("sandbox/running.yaml", ["Running"],
