@@ -400,7 +400,10 @@ def build_describe(
     pod belongs to the workload (e.g. from grouping decisions); the owner-chain check is skipped.
     Evaluation problems become ``warnings``."""
     b = _Builder(defn, evaluator, workload)
-    mine = list(pods) if pods_attributed else pods_of(workload, pods, objects or [])
+    if GVK.of(workload) == GVK("", "v1", "Pod"):
+        mine = [workload]  # a bare pod is its own (only) pod
+    else:
+        mine = list(pods) if pods_attributed else pods_of(workload, pods, objects or [])
     infos = [b.classify(p) for p in mine]
     assigned = [p for p in infos if p.component is not None]
     unassigned = sorted((p.view for p in infos if p.component is None), key=lambda v: _natural(v.name))

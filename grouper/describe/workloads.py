@@ -164,10 +164,9 @@ def list_workloads(
         seen.add(key)
         defn, ev = found
         ns = namespace(w)
-        candidates_pods = [w] if GVK.of(w).kind == "Pod" and not GVK.of(w).group else by_ns_pods.get(ns, [])
         try:
-            view = build_describe(defn, ev, w, candidates_pods, file_mode=False, objects=by_ns_owners.get(ns, []),
-                                  pods_attributed=candidates_pods == [w])
+            view = build_describe(defn, ev, w, by_ns_pods.get(ns, []), file_mode=False,
+                                  objects=by_ns_owners.get(ns, []))
         except Exception as e:  # one workload that cannot be described must not hide the others
             row = summary_without_definition(w, [])
             row.definition, row.origin = defn.name, defn.origin

@@ -76,3 +76,12 @@ def test_header_names_a_missing_namespace_none() -> None:
     view = _jobset_describe()
     view.namespace = ""
     assert "   namespace: <none>   " in render_table(view, now=NOW).splitlines()[0]
+
+
+def test_a_bare_pod_describes_itself() -> None:
+    fx = fixture("pod/running.yaml")
+    defn = catalog()[GVK.of(fx.workload)]
+    view = build_describe(defn, evaluator(defn.gvk), fx.workload, [], file_mode=False)
+    (row,) = view.components
+    assert [p.name for p in row.pods] == ["debug-shell"] and row.replicas.ready == 1
+    assert [(r.component, r.replicas, r.resources.gpus) for r in view.resource_table] == [("pod", 1, 1)]
