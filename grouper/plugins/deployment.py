@@ -13,11 +13,18 @@ One PodGroup per pod (``pg-<pod>-<podUID>``, owned by the pod, minMember 1), as 
   first owner decides (``Pod`` → per pod, the Deployment's kind → gang, anything else is an error;
   a PodGroup that no longer exists → gang); none → gang.
 
-Lookups are kept narrow: the gang PodGroup is read by name first (one ``get``); only when it does not
-exist (a new Deployment, or one still on per-pod PodGroups) are the Deployment's pods listed, by its
-``matchLabels`` (``matchExpressions`` filter that list; a selector with neither lists nothing, as KAI).
-A gang PodGroup owned by the Deployment therefore keeps the gang shape without listing pods; KAI
-would list them and switch to per pod if pods of a mixed history named several PodGroups.
+Lookups are kept narrow (the pod list is a scan of the namespace in the caches): two ``get`` calls
+answer the steady state, and the Deployment's pods are listed only when neither does:
+
+1. the gang PodGroup ``pg-<deployment>-<uid>`` exists, owned by the Deployment → gang;
+2. the pod already names its own per-pod PodGroup ``pg-<pod>-<podUID>`` and that exists, owned by
+   the pod → per pod;
+3. otherwise (a new Deployment, a new pod of a Deployment still on per-pod PodGroups) KAI's rule over
+   the pods its ``matchLabels`` select (``matchExpressions`` filter that list; a selector with neither
+   lists nothing, as KAI).
+
+Steps 1 and 2 differ from KAI only for a Deployment whose pods name PodGroups of both shapes (a mixed
+history): KAI decides from all pods, here each existing PodGroup keeps its pods.
 """
 
 from __future__ import annotations
@@ -79,6 +86,11 @@ def has_podgroup_per_pod(ctx: GroupingContext, dep: Obj, gang_name: str) -> bool
     gang = _get_podgroup(ctx, ns, gang_name, dep)
     if gang is not None and _first_owner_kind(gang) == dep.get("kind"):
         return False
+    own = podgroup_name(with_pod_typemeta(ctx.pod))
+    if annotations_of(ctx.pod).get(POD_GROUP_ANNOTATION) == own:
+        mine = _get_podgroup(ctx, ns, own, dep)
+        if mine is not None and _first_owner_kind(mine) == "Pod":
+            return True
     pods = _deployment_pods(ctx, dep, ns)
     seen: set[str] = set()
     for p in pods:

@@ -175,3 +175,32 @@ def test_explicit_priority_wins_over_inference() -> None:
     dep = owner("Deployment", "apps/v1", "web", uid="d-1", labels={"priorityClassName": "critical"})
     md = DeploymentGrouper().metadata(context(pod(), dep, objects=[priority_class("critical")]))
     assert md.priority_class_name == "critical"
+
+
+def test_PodOnItsOwnPerPodPodGroupSkipsThePodList() -> None:
+    """A pod that already names its own per-pod PodGroup (owned by the pod) stays per pod: two gets,
+    no list of the namespace's pods."""
+    dep = deployment()
+    rs = replica_set(dep)
+    p = web_pod("web-5d8-a", "p-a", rs, pg="pg-web-5d8-a-p-a")
+    store = lookups(p, rs, dep, pg_owned_by("pg-web-5d8-a-p-a", "Pod", "web-5d8-a"))
+    calls: list[str] = []
+    real_list = store.list
+
+    def counting_list(*args: Any, **kw: Any) -> list[Obj]:
+        calls.append(args[1])
+        return real_list(*args, **kw)
+
+    store.list = counting_list  # type: ignore[method-assign]
+    md = DeploymentGrouper().metadata(context(p, dep, owners=[rs, dep], the_lookups=store))
+    assert md.name == "pg-web-5d8-a-p-a" and calls == []
+
+
+def test_NewPodOfAPerPodDeploymentListsThePods() -> None:
+    dep = deployment()
+    rs = replica_set(dep)
+    old1 = web_pod("web-5d8-a", "p-a", rs, pg="pg-web-5d8-a-p-a")
+    old2 = web_pod("web-5d8-b", "p-b", rs, pg="pg-web-5d8-b-p-b")
+    new = web_pod("web-5d8-c", "p-c", rs)
+    md = decide(new, dep, old1, old2, pg_owned_by("pg-web-5d8-a-p-a", "Pod", "web-5d8-a"))
+    assert md.name == "pg-web-5d8-c-p-c"
