@@ -217,6 +217,31 @@ class WorkloadDescribe(_Model):
     pods: list[PodInfo]
 
 
+class WorkloadComponent(_Model):
+    name: str = Field(description="A component instance of the describe view's Resources table (e.g. leader)")
+    replicas: int = Field(description="Desired replicas (pods)")
+
+
+class WorkloadSummaryView(_Model):
+    namespace: str
+    name: str
+    kind: str
+    apiVersion: str
+    createdAt: str | None
+    phases: list[str] = Field(description="Matched status phases (Karta definition); empty without one")
+    components: list[WorkloadComponent]
+    gpus: int = Field(description="Requested GPUs: desired replicas x pod template, else what the pods request")
+    pods: int
+    definition: str | None
+    origin: str | None
+    warnings: list[str]
+
+
+class WorkloadList(_Model):
+    items: list[WorkloadSummaryView]
+    count: int
+
+
 # ------------------------------------------------------------------------------------------ definitions
 
 

@@ -69,7 +69,7 @@ def test_validate_builtin_catalog_by_default(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "OK: jobset-x-k8s-io-jobset-v1alpha2 (" in out
     assert "is a valid Karta definition (GVK: jobset.x-k8s.io/v1alpha2, Kind=JobSet)" in out
-    assert out.rstrip().endswith("18 definitions checked, 0 invalid: all valid")
+    assert out.rstrip().endswith("24 definitions checked, 0 invalid: all valid")
 
 
 def test_validate_reports_file_definition_field_and_expression(
@@ -175,7 +175,7 @@ def test_list_builtin_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "ORIGIN", "VALID", "GANG", "IN", "EFFECT"]
-    assert len(lines) == 19
+    assert len(lines) == 25  # header + 24 built-in definitions
     row = next(line for line in lines if line.startswith("leaderworkerset-x-k8s-io-leaderworkerset-v1 "))
     assert row.split() == ["leaderworkerset-x-k8s-io-leaderworkerset-v1", "LeaderWorkerSet.v1.leaderworkerset.x-k8s.io",
                            "builtin:definitions/leaderworkerset-x-k8s-io-leaderworkerset-v1.yaml", "yes", "podGroups", "yes"]

@@ -249,7 +249,7 @@ def test_every_native_plugin_and_karta_path_is_covered() -> None:
         "BatchJob Grouper", "CronJob Grouper", "Deployment Grouper", "PodJob Grouper", "JobSet Grouper",
         "PyTorchJob Grouper", "MPI Grouper", "TensorFlow Grouper", "XGBoost Grouper", "JAX Grouper", "RayCluster Grouper", "RayJob Grouper", "RayService Grouper", "LWS Grouper", "KNative Grouper",
         "Grove Grouper", "SkipTopOwner Grouper", "Kubeflow Notebook Grouper", "Karta Grouper",
-        "Default Grouper",
+        "StatefulSet Grouper", "Default Grouper",
     }
     missing = {p for p in expected if not any(p in got for got in plugins)}
     assert not missing, f"no example exercises {sorted(missing)}; got {sorted(plugins)}"
