@@ -303,6 +303,8 @@ class Reconciler:
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
+                for warning in md.warnings:  # e.g. semi-preemptible with segments: written, but said
+                    await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
         for ns, name in self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed

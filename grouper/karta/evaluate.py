@@ -552,7 +552,7 @@ class Evaluator:
                     self.definition.root,
                     expr,
                 ) from None
-            if not outs or outs[0] is None:
+            if not outs:  # a null result is compared as "null", like upstream (expectedResult: "null")
                 return False
             if gojq_tostring(outs[0]) != m.by_expression.expected_result:
                 return False

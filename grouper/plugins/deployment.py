@@ -35,8 +35,14 @@ from typing import Any
 from grouper.core.context import GroupingContext
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, dig, labels, namespace, with_pod_typemeta
-from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND, OwnerRef, PodGroupMetadata
-from grouper.plugins.common import INFERENCE_PRIORITY, POD_GROUP_ANNOTATION, annotations_of, podgroup_name
+from grouper.model.podgroup import (
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    OwnerRef,
+    PodGroupMetadata,
+)
+from grouper.plugins.common import INFERENCE_PRIORITY, annotations_of, podgroup_name
 from grouper.plugins.default import default_metadata
 
 

@@ -55,6 +55,8 @@ INTERMEDIATE_KINDS: frozenset[tuple[str, str]] = frozenset({
     ("ray.io", "RayCluster"),
     ("jobset.x-k8s.io", "JobSet"),
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+    ("nvidia.com", "DynamoComponentDeployment"),
+    ("kubevirt.io", "VirtualMachine"),
 })
 
 

@@ -86,8 +86,13 @@ INTERMEDIATE_OWNERS = {
 
 
 def plural(kind: str) -> str:
+    """The resource name Kubernetes' default pluralization gives a kind (Sandbox → sandboxes)."""
     k = kind.lower()
-    return k + ("es" if k.endswith("s") else "s")
+    if k.endswith(("s", "x", "z", "ch", "sh")):
+        return k + "es"
+    if k.endswith("y") and k[-2:-1] not in "aeiou":
+        return k[:-1] + "ies"
+    return k + "s"
 
 
 def test_owner_kinds_are_kinds_the_code_knows() -> None:

@@ -226,21 +226,22 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
     """Every top-level object of a kind a Karta definition covers, summarized with its pods."""
     from grouper.cli.commands.describe import _builtins, _pick_definition, _registry
     from grouper.cli.common import default_definitions_dir
-    from grouper.cli.live_cluster import Forbidden, LiveCluster, NotFound
+    from grouper.cli.live_workload import list_kartas
     from grouper.describe import MAX_DEPTH
     from grouper.describe.workloads import list_workloads
     from grouper.model.objects import GVK
 
     warnings: list[str] = []
-    cluster = LiveCluster.connect(args.kubeconfig, args.context)
+    cluster = SyncKube.connect(args.kubeconfig, args.context)
     try:
         kartas: list[dict[str, Any]] = []
         try:
-            kartas = cluster.list_kartas()
-        except NotFound:
-            pass  # no Karta CRD: the built-in catalog only
-        except Forbidden:
-            warnings.append("not allowed to list Kartas; using the built-in definitions only")
+            kartas = list_kartas(cluster)
+        except ApiError as e:
+            if e.forbidden:
+                warnings.append("not allowed to list Kartas; using the built-in definitions only")
+            elif not e.not_found:  # 404: no Karta CRD, the built-in catalog only
+                raise
         builtins = _builtins(args.definitions or default_definitions_dir())
         registry = _registry(builtins, {d.gvk for d in builtins}, kartas, isolate=True)
         chosen: dict[GVK, Any] = {}
@@ -252,12 +253,14 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
             return chosen[gvk]
 
         def listed(api_version: str, kind: str) -> list[dict[str, Any]]:
-            res = cluster.resource_for(api_version, kind)
+            res = cluster.resolve(GVK.from_api_version(api_version, kind))
             if res is None or (namespace is not None and not res.namespaced):
                 return []
             try:
-                return _with_type(cluster.list_path(res.path(namespace)), api_version, kind)
-            except Forbidden:
+                return _with_type(cluster.list_items(res.path(namespace)), api_version, kind)
+            except ApiError as e:
+                if not e.forbidden:
+                    raise
                 warnings.append(f"not allowed to list {kind} ({api_version}); its workloads are not shown")
                 return []
 
@@ -294,7 +297,6 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
 
 
 def run_workloads(args: argparse.Namespace) -> int:
-    from grouper.cli.live_cluster import ClusterError
     from grouper.describe.workloads import render_workloads
 
     warnings: list[str] = []
@@ -308,7 +310,7 @@ def run_workloads(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             namespace = None if args.all_namespaces else (args.namespace or _context_namespace(args))
             items, warnings = workloads_from_cluster(args, namespace)
-    except (ServerError, ClusterError, KubeError) as e:
+    except (ServerError, ApiError, KubeConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     if args.output == "json":
@@ -325,8 +327,5 @@ def run_workloads(args: argparse.Namespace) -> int:
 
 def _context_namespace(args: argparse.Namespace) -> str:
     """The kubeconfig context's namespace, else ``default`` (as ``kubectl``)."""
-    reader = KubeReader(args.kubeconfig, args.context)
-    try:
-        return reader.namespace
-    finally:
-        reader.close()
+    with SyncKube.connect(args.kubeconfig, args.context) as kube:
+        return kube.namespace
