@@ -34,13 +34,12 @@ Kinds = set[tuple[str, str]]  # (group, kind)
 
 
 def definition_kinds(defn: KartaDefinition) -> Kinds:
-    """Every (group, kind) a definition names: its root, its components, its additional child kinds."""
+    """The (group, kind) of a definition's root and components: the owners its pods can have. Its
+    ``additionalChildKinds`` (Services, routes, ...) own no pods and are not followed."""
     out: Kinds = set()
     for c in defn.components():
         if c.kind is not None and c.kind.kind:
             out.add((c.kind.group, c.kind.kind))
-    for gvk in defn.additional_child_kinds:
-        out.add((gvk.group, gvk.kind))
     if defn.gvk.kind:
         out.add((defn.gvk.group, defn.gvk.kind))
     return out
