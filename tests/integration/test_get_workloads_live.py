@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from controller.harness import GrouperThread, annotated, label_namespace
-from grouper.devcluster import LocalCluster
+from devtools.cluster import LocalCluster
 from kube import Kube, wait_until
 
 from grouper.cli.main import main

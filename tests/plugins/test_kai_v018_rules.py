@@ -14,7 +14,7 @@ import pytest
 import yaml
 from builders import context, obj, owner, pod
 
-from grouper.core.grouping import Grouper
+from grouper.runtime.composition import build_grouper as Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.karta import DefinitionRegistry
 from grouper.model.errors import InvalidWorkload
