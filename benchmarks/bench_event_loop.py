@@ -194,7 +194,7 @@ def probe_main(url: str, out: Path, interval: float) -> None:
             t0 = time.monotonic()
             status = 0
             try:
-                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+                conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=10)
                 conn.request("GET", u.path)
                 resp = conn.getresponse()
                 resp.read()
@@ -382,9 +382,9 @@ def phase_figures(name: str, t0: float, t1: float, svc: ServiceThread, probes: l
     attempts = [(a, b, ok) for a, b, ok in mine if t0 <= b < t1]
     oks = [b for a, b, ok in mine if ok]
     # intervals between consecutive successful renewals (of this service) that end inside the window
-    intervals = [b - a for a, b in zip(oks, oks[1:], strict=False) if t0 <= b < t1]
+    intervals = [b - a for a, b in itertools.pairwise(oks) if t0 <= b < t1]
     server = sorted(t for t, holder in lease_renewals_server if holder == svc.identity)
-    server_int = [b - a for a, b in zip(server, server[1:], strict=False) if t0 <= b < t1]
+    server_int = [b - a for a, b in itertools.pairwise(server) if t0 <= b < t1]
     stalls = [s for t, s in svc.stalls if t0 <= t < t1]
     gcs = [(d, g) for t, d, g in GC_PAUSES if t0 <= t < t1]
     gc_ends = [t for t, _, _ in GC_PAUSES]

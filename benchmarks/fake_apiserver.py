@@ -384,7 +384,7 @@ async def serve(port_file: Path, host: str = "127.0.0.1") -> None:
     await site.start()
     server = site._server
     assert server is not None
-    port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
     tmp = port_file.with_suffix(".tmp")
     tmp.write_text(str(port))
     tmp.rename(port_file)

@@ -381,7 +381,7 @@ class Informer:
                     await asyncio.sleep(0)
         except BaseException:
             seen = dict(new)
-            for key, obj, prev in pending[done:]:
+            for key, _obj, prev in pending[done:]:
                 if prev is None:
                     seen.pop(key, None)
                 else:
