@@ -190,3 +190,40 @@ async def test_a_list_emission_cancelled_half_way_is_completed_by_the_next_list(
     finally:
         await inf.stop()
         await client.close()
+
+
+async def test_a_relist_after_410_rebuilds_views_and_indexes_and_emits_only_the_differences(api: FakeApi) -> None:
+    """Re-listing (views and indexes built aside in chunks, then swapped) leaves the namespace view and
+    the secondary indexes exactly those of the new LIST, and emits MODIFIED / DELETED / ADDED for what changed."""
+    api.add_pod("a", g="1")
+    api.add_pod("b", g="1")
+    api.add_pod("c", g="2")
+    client = KubeClient(api.config(), qps=0)
+    inf = Informer(client, POD, emit_chunk=1)
+    inf.add_index("g", lambda pod: [pod["metadata"]["labels"]["g"]])
+    events: list[tuple[str, str]] = []
+    inf.add_handler(lambda etype, pod, old: events.append((etype, pod["metadata"]["name"])))
+    inf.start()
+    try:
+        assert await inf.wait_synced(5)
+        await until(lambda: api.watch_opens == 1)
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a", "b"]
+        events.clear()
+        # changes the informer cannot see (no watch events), then the watch expires
+        api.rv += 1
+        api.pods["b"]["metadata"] = {**api.pods["b"]["metadata"], "labels": {"g": "2"}, "resourceVersion": str(api.rv)}
+        del api.pods["c"]
+        api.rv += 1
+        api.pods["d"] = {**api.pods["a"], "metadata": {**api.pods["a"]["metadata"], "name": "d", "uid": "uid-d",
+                                                       "labels": {"g": "2"}, "resourceVersion": str(api.rv)}}
+        for q in api.watches:
+            q.put_nowait(b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"old"}}\n')
+        await until(lambda: api.lists == 2 and len(events) == 3)
+        assert sorted(events) == [("ADDED", "d"), ("DELETED", "c"), ("MODIFIED", "b")]
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a"]
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "2")] == ["b", "d"]
+        assert sorted(p["metadata"]["name"] for p in inf.list("ns")) == ["a", "b", "d"]
+        assert inf.get("ns", "c") is None
+    finally:
+        await inf.stop()
+        await client.close()
