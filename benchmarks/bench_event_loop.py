@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,7 @@ from grouper.runtime.settings import default_definitions_dir  # noqa: E402
 NAMESPACE = "bench"
 PLACEHOLDER = "@@I@@"
 STALL_TICK = 0.010
+WATCHDOG_AFTER = 0.2  # a stall this long gets its stack sampled
 RESULTS = REPO / "benchmarks" / "results" / "event_loop.json"
 
 # ---------------------------------------------------------------------- objects
@@ -259,6 +261,9 @@ class ServiceThread:
         self.service = Service(settings, config=kubeconfig.explicit(server, token="bench"), identity=self.identity)
         self.loop = asyncio.new_event_loop()
         self.stalls: list[tuple[float, float]] = []  # (time, overshoot)
+        self.stall_samples: dict[float, dict[str, Any]] = {}  # loop tick a stall started at -> what ran
+        self._beat = time.monotonic()
+        self._loop_thread = 0
         self.exit_code: int | None = None
         self.error: BaseException | None = None
         self._stop: asyncio.Event | None = None
@@ -283,11 +288,33 @@ class ServiceThread:
             self.loop.close()
 
     async def _monitor(self) -> None:
+        self._loop_thread = threading.get_ident()
+        threading.Thread(target=self._watchdog, name="stall-watchdog", daemon=True).start()
         while True:
             t0 = time.monotonic()
+            self._beat = t0
             await asyncio.sleep(STALL_TICK)
             t1 = time.monotonic()
             self.stalls.append((t1, max(0.0, t1 - t0 - STALL_TICK)))
+
+    def _watchdog(self) -> None:
+        """While the loop has not ticked for ``WATCHDOG_AFTER`` s, sample what the loop thread is running
+        (the innermost grouper frames), so a stall can be attributed to code (a GC pause holds the GIL and
+        shows as no sample)."""
+        while not self.loop.is_closed():
+            time.sleep(0.05)
+            beat = self._beat
+            late = time.monotonic() - beat
+            if late < WATCHDOG_AFTER:
+                continue
+            frame = sys._current_frames().get(self._loop_thread)
+            if frame is None:
+                continue
+            stack = [f"{Path(f.filename).relative_to(REPO)}:{f.lineno} {f.name}"
+                     for f in traceback.extract_stack(frame) if str(REPO / "grouper") in f.filename]
+            cur = self.stall_samples.setdefault(beat, {"at": beat, "late_s": 0.0, "stacks": collections.Counter()})
+            cur["late_s"] = round(late, 3)
+            cur["stacks"][" <- ".join(reversed(stack[-6:])) or "(outside grouper code)"] += 1
 
     def start(self) -> None:
         self._thread.start()
@@ -420,6 +447,11 @@ def phase_figures(name: str, t0: float, t1: float, svc: ServiceThread, probes: l
             "max_ms": ms(max(stalls) if stalls else None),
             "max_excluding_gc_ms": ms(max(no_gc) if no_gc else None),
         },
+        "stall_stacks": [
+            {"at_s": round(v["at"] - t0, 2), "late_s": v["late_s"], "samples": dict(v["stacks"].most_common(3))}
+            for v in sorted((v for v in svc.stall_samples.values() if t0 <= v["at"] < t1),
+                            key=lambda v: -v["late_s"])[:3]
+        ],
         "gc": {
             "collections": len(gcs),
             "gen2": sum(1 for _, g in gcs if g == 2),
