@@ -403,7 +403,7 @@ def ms(x: float | None) -> float | None:
 
 def phase_figures(name: str, t0: float, t1: float, svc: ServiceThread, probes: list[tuple[float, float, int]],
                   lease_renewals_server: list[list[Any]]) -> dict[str, Any]:
-    hz = [(d, st) for t, d, st in probes if t0 <= t < t1]
+    hz = [(d, st) for t, d, st in probes if t0 <= t and t + d < t1]  # answered inside the window
     lat = [d for d, st in hz if st == 200]
     mine = LEASE_ATTEMPTS.get(svc.identity, [])
     attempts = [(a, b, ok) for a, b, ok in mine if t0 <= b < t1]
