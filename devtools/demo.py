@@ -38,9 +38,15 @@ CRDS = [
 SA_NAMESPACE, SA_NAME = "kai-system", "kai-pod-grouper"
 
 _PLURALS = {
-    "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-    "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-    "JobSet": "jobsets", "Job": "jobs", "Pod": "pods",
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "JobSet": "jobsets",
+    "Job": "jobs",
+    "Pod": "pods",
 }
 _CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 
@@ -117,9 +123,13 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
     _, pgs = cluster.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
     for pg in pgs["items"]:
         view = {
-            "apiVersion": pg["apiVersion"], "kind": pg["kind"],
-            "metadata": {k: pg["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")
-                         if k in pg["metadata"]},
+            "apiVersion": pg["apiVersion"],
+            "kind": pg["kind"],
+            "metadata": {
+                k: pg["metadata"][k]
+                for k in ("name", "namespace", "labels", "ownerReferences")
+                if k in pg["metadata"]
+            },
             "spec": pg["spec"],
         }
         say(f"PodGroup {namespace}/{pg['metadata']['name']} as stored in the API server")
@@ -129,9 +139,11 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
     print(f"{'POD':44} {'PHASE':8} {'POD-GROUP (annotation)':48} SUB-GROUP (label)")
     for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
         meta = pod["metadata"]
-        print(f"{meta['name']:44} {pod['status'].get('phase', ''):8} "
-              f"{(meta.get('annotations') or {}).get('pod-group-name', '-'):48} "
-              f"{(meta.get('labels') or {}).get('kai.scheduler/subgroup-name', '-')}")
+        print(
+            f"{meta['name']:44} {pod['status'].get('phase', ''):8} "
+            f"{(meta.get('annotations') or {}).get('pod-group-name', '-'):48} "
+            f"{(meta.get('labels') or {}).get('kai.scheduler/subgroup-name', '-')}"
+        )
     say("decisions (from the grouper's HTTP API)")
     for pg in pgs["items"]:
         try:
@@ -143,8 +155,11 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m devtools.demo", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--once", action="store_true", help="exit after printing the result")
     args = ap.parse_args(argv)
 
@@ -162,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                 create(cluster, doc)
         token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=24 * 3600)
         assert cluster.data_dir is not None
-        kubeconfig = cluster.write_kubeconfig(cluster.data_dir / "grouper.kubeconfig", token=token,
-                                              user=f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}")
+        kubeconfig = cluster.write_kubeconfig(
+            cluster.data_dir / "grouper.kubeconfig",
+            token=token,
+            user=f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}",
+        )
         say(f"RBAC applied; the grouper runs as ServiceAccount {SA_NAMESPACE}/{SA_NAME}")
 
         port = free_port()
@@ -171,14 +189,29 @@ def main(argv: list[str] | None = None) -> int:
         log_path = cluster.data_dir / "grouper.log"
         with open(log_path, "wb") as log:
             grouper = subprocess.Popen(
-                [sys.executable, "-m", "grouper.cli.main", "run", "--kubeconfig", str(kubeconfig),
-                 "--http-bind-address", f"127.0.0.1:{port}", "--log-format", "text"],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                [
+                    sys.executable,
+                    "-m",
+                    "grouper.cli.main",
+                    "run",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--http-bind-address",
+                    f"127.0.0.1:{port}",
+                    "--log-format",
+                    "text",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         try:
+
             def ready() -> bool:
                 if grouper.poll() is not None:
-                    raise RuntimeError(f"grouper exited with {grouper.returncode}:\n{log_path.read_text()[-3000:]}")
+                    raise RuntimeError(
+                        f"grouper exited with {grouper.returncode}:\n{log_path.read_text()[-3000:]}"
+                    )
                 try:
                     return bool(http_json(f"{api}/readyz"))
                 except OSError:
@@ -187,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
             wait_for("the grouper to be ready", ready)
             say(f"grouper running (pid {grouper.pid}), HTTP API at {api}")
 
-            wait_for("the default ServiceAccount", lambda: cluster.request(
-                "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200)
+            wait_for(
+                "the default ServiceAccount",
+                lambda: (
+                    cluster.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+                ),
+            )
             namespace, name = submit_workload(cluster)
 
             def grouped() -> bool:
@@ -200,15 +237,19 @@ def main(argv: list[str] | None = None) -> int:
 
             t0 = time.monotonic()
             wait_for("pods to be created and grouped", grouped, timeout=90)
-            say(f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission")
+            say(
+                f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission"
+            )
             show_result(cluster, namespace, api, token)
             say("the grouper's log (decisions and writes)")
             lines = log_path.read_text().splitlines()
             for line in [ln for ln in lines if "podgroup" in ln.lower() or "decision" in ln.lower()][-15:]:
                 print("  " + line[:300])
             if not args.once:
-                say(f"everything stays up; try:  KUBECONFIG={cluster.kubeconfig_path} "
-                    f".venv/bin/grouper get podgroups -A --server {api}")
+                say(
+                    f"everything stays up; try:  KUBECONFIG={cluster.kubeconfig_path} "
+                    f".venv/bin/grouper get podgroups -A --server {api}"
+                )
                 say("Ctrl-C to stop")
                 stop.wait()
         finally:
