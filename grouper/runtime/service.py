@@ -130,6 +130,7 @@ class Service:
                 namespace_label_selector=s.namespace_label_selector,
                 max_concurrent_reconciles=s.max_concurrent_reconciles,
                 allowed_kinds=cached_kinds(kinds_of(s.extra_owner_kinds)),
+                backend=s.backend,
             ),
             grouper=grouper,
             metrics=self.metrics,

@@ -3,7 +3,7 @@
 One control plane per session with the Workload API and gang scheduling turned on (``sched_cluster``),
 separate from the plain ``cluster`` fixture so the other tests keep their speed. Nodes accumulate over
 the session: each test adds its own nodes with a pool label (``pool`` fixture) that its pods select, so
-no test sees another's capacity. Every test here is marked ``cluster`` and ``gang``.
+no test sees another's capacity. Every test using them is marked ``cluster`` and ``gang``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ GPU = "nvidia.com/gpu"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if {"sched_cluster", "skube"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.gang)
 
