@@ -214,6 +214,7 @@ class LocalCluster:
         self.data_dir: Path | None = None
         self.server = ""
         self.ca_file = ""
+        self.pki: pki.Pki | None = None
         self.admin_token = ""
         self.kubeconfig_path = ""
         self.ports: dict[str, int] = {}
@@ -287,6 +288,7 @@ class LocalCluster:
         certs = pki.generate(d / "pki")
         phase("pki")
         self.ca_file = str(certs.ca_cert)
+        self.pki = certs
         etcd_port, etcd_peer, api_port = _free_ports(3)
         self.ports = {"etcd": etcd_port, "etcd-peer": etcd_peer, "kube-apiserver": api_port}
         self.server = f"https://127.0.0.1:{api_port}"
@@ -466,6 +468,13 @@ class LocalCluster:
 
         self._wait("kwok", ready)
         return names
+
+    def serving_cert(self, name: str) -> tuple[Path, Path]:
+        """A serving certificate for 127.0.0.1 signed by this cluster's CA (:attr:`ca_file`), e.g. for an
+        admission webhook the API server calls; returns (certificate, key) paths in the data dir."""
+        if self.pki is None or self.data_dir is None:
+            raise ClusterError("cluster not started")
+        return pki.issue_serving_cert(self.pki, self.data_dir / "pki" / "issued", name)
 
     def delete_node(self, name: str) -> None:
         """Delete a simulated node (its pods stay bound to a node that no longer exists)."""

@@ -155,6 +155,9 @@ class RunSettings:
     extra_owner_kinds: str = ""
     identity: str = ""
     backend: str = "kai"
+    webhook_bind_address: str = ""
+    webhook_cert_file: str = ""
+    webhook_key_file: str = ""
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -223,6 +226,12 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         "what to write: kai = KAI PodGroups (scheduling.run.ai) and pod annotations; upstream = Kubernetes "
         "Workload + PodGroups (scheduling.k8s.io, 1.37 gang scheduling), pods join them at admission",
     ),
+    "webhook-bind-address": (
+        str,
+        "HOST:PORT of the mutating admission webhook (TLS) that groups pods at creation; '' = off",
+    ),
+    "webhook-cert-file": (str, "TLS certificate of the webhook server (PEM)"),
+    "webhook-key-file": (str, "TLS private key of the webhook server (PEM)"),
     "extra-owner-kinds": (
         parse_kinds,
         "owner kinds to follow besides the native plugins' and the Karta definitions', "
