@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 
 log = logging.getLogger(__name__)
 
-Decide = Callable[[Obj], Decision | None]  # None: not this grouper's pod, or its inputs are not cached
+Decide = Callable[[Obj], Awaitable[Decision | None]]  # None: not this grouper's pod, or inputs not cached
 
 
 def _escape(key: str) -> str:
@@ -71,7 +71,7 @@ class Admission:
     admitted: int = 0  # pods answered (for tests and /metrics-free introspection)
     mutated: int = 0
 
-    def review(self, body: Any) -> dict[str, Any]:
+    async def review(self, body: Any) -> dict[str, Any]:
         """An AdmissionReview (admission.k8s.io/v1) in, the AdmissionReview answer out."""
         request = body.get("request") if isinstance(body, dict) else None
         if not isinstance(request, dict) or not request.get("uid"):
@@ -84,16 +84,16 @@ class Admission:
             meta = dict(o.meta(pod))
             meta.setdefault("namespace", request.get("namespace") or "")
             pod["metadata"] = meta
-            ops = self._ops(pod)
+            ops = await self._ops(pod)
             if ops:
                 self.mutated += 1
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
-    def _ops(self, pod: Obj) -> list[dict[str, Any]]:
+    async def _ops(self, pod: Obj) -> list[dict[str, Any]]:
         try:
-            decision = self.decide(pod)
+            decision = await self.decide(pod)
         except Exception:  # never fail an admission: the reconciler groups the pod later
             log.exception("admission: deciding pod %s/%s failed", o.namespace(pod), o.name(pod))
             return []

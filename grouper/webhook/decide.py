@@ -2,24 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from grouper.controller.controller import Controller
 from grouper.core.decision import Decision
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 from grouper.webhook.admission import Decide
 
+# A pod is admitted moments after its owner was created (a Job's pods, a JobSet's Jobs): the owner's
+# watch event may not be in the cache yet. Wait for it, well inside the webhook's timeout (2 s).
+OWNER_WAIT_SECONDS = 1.0
+OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 
-def controller_decider(controller: Controller) -> Decide:
+
+def controller_decider(controller: Controller, *, owner_wait: float = OWNER_WAIT_SECONDS) -> Decide:
     """Decide like the reconciler; None for a pod it would not handle or whose inputs are not cached."""
 
-    def decide(pod: Obj) -> Decision | None:
+    async def decide(pod: Obj) -> Decision | None:
         scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
         if scheduler != controller.grouper.config.scheduler_name:
             return None
         if not controller.cache.namespace_allowed(o.namespace(pod)):
             return None
-        lookups = controller.cache.lookups()
-        decision = controller.grouper.decide(pod, lookups)
-        return None if lookups.misses else decision
+        deadline = time.monotonic() + owner_wait
+        while True:
+            lookups = controller.cache.lookups()
+            decision = controller.grouper.decide(pod, lookups)
+            if lookups.misses:
+                return None
+            if decision.outcome != "error" or decision.reason not in OWNER_GONE_REASONS:
+                return decision
+            if time.monotonic() >= deadline:
+                return decision
+            await asyncio.sleep(0.05)
 
     return decide

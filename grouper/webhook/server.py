@@ -32,7 +32,7 @@ def create_app(admission: Admission) -> FastAPI:
     async def mutate(request: Request) -> JSONResponse:
         try:
             body: Any = await request.json()
-            return JSONResponse(admission.review(body))
+            return JSONResponse(await admission.review(body))
         except ValueError as e:
             return JSONResponse({"error": str(e)}, status_code=400)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -70,12 +71,12 @@ def test_skipped_or_failed_decisions_leave_the_pod_alone() -> None:
 def test_review_answers_with_the_request_uid_and_a_base64_json_patch() -> None:
     seen: list[dict[str, Any]] = []
 
-    def decide(p: dict[str, Any]) -> Decision:
+    async def decide(p: dict[str, Any]) -> Decision:
         seen.append(p)
         return grouped()
 
     adm = Admission(decide)
-    answer = adm.review(review(pod()))
+    answer = asyncio.run(adm.review(review(pod())))
     assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
     assert answer["response"]["uid"] == "r1" and answer["response"]["allowed"] is True
     assert patch_of(answer)[0]["path"] == "/metadata/annotations"
@@ -84,18 +85,27 @@ def test_review_answers_with_the_request_uid_and_a_base64_json_patch() -> None:
 
 
 def test_review_allows_unchanged_when_not_create_not_ours_or_deciding_fails() -> None:
-    def boom(p: dict[str, Any]) -> Decision:
+    async def boom(p: dict[str, Any]) -> Decision:
         raise RuntimeError("plugin bug")
 
+    async def always(p: dict[str, Any]) -> Decision:
+        return grouped()
+
+    async def not_ours(p: dict[str, Any]) -> None:
+        return None
+
     for adm, req in (
-        (Admission(lambda p: grouped()), review(pod(), "UPDATE")),
-        (Admission(lambda p: None), review(pod())),
+        (Admission(always), review(pod(), "UPDATE")),
+        (Admission(not_ours), review(pod())),
         (Admission(boom), review(pod())),
     ):
-        resp = adm.review(req)["response"]
+        resp = asyncio.run(adm.review(req))["response"]
         assert resp == {"uid": "r1", "allowed": True}
 
 
 def test_a_body_that_is_no_admission_review_is_a_clear_error() -> None:
+    async def not_ours(p: dict[str, Any]) -> None:
+        return None
+
     with pytest.raises(ValueError, match=r"request\.uid"):
-        Admission(lambda p: None).review({"kind": "Pod"})
+        asyncio.run(Admission(not_ours).review({"kind": "Pod"}))
