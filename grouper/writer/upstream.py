@@ -155,13 +155,19 @@ class UpstreamWriter:
         if skip:
             return "unchanged", objs
         wl_res, pg_res = await self.resources()
-        ops = [await self._apply_one(wl_res, EXPECT_WORKLOAD, objs.workload, objs.notes)]
+        # an existing Workload the API server refuses to change (a field it fixes that we do not know
+        # of) is noted, not fatal: the PodGroups are what the scheduler reads, they are still converged
+        ops = [
+            await self._apply_one(wl_res, EXPECT_WORKLOAD, objs.workload, objs.notes, tolerate_invalid=True)
+        ]
         for pg in objs.pod_groups:
             ops.append(await self._apply_one(pg_res, EXPECT_PODGROUP, pg, objs.notes))
         op: Operation = "created" if "created" in ops else "updated" if "updated" in ops else "unchanged"
         return op, objs
 
-    async def _apply_one(self, res: Resource, kind: str, desired: Obj, notes: list[str]) -> Operation:
+    async def _apply_one(
+        self, res: Resource, kind: str, desired: Obj, notes: list[str], *, tolerate_invalid: bool = False
+    ) -> Operation:
         meta = desired["metadata"]
         ns, name = meta["namespace"], meta["name"]
         existing = self.expectations.current(kind, ns, name, None)
@@ -182,6 +188,9 @@ class UpstreamWriter:
                 else:
                     written = await self.client.replace(res.path(ns, name), merged_object(desired, existing))
             except ApiError as e:
+                if e.status == 422 and existing is not None and tolerate_invalid:
+                    notes.append(f"{desired['kind']} {name}: update refused: {e.reason}: {e.message}")
+                    return "unchanged"
                 if not e.conflict or attempt == self.max_conflicts:
                     raise
                 existing = await self.client.get_object(res.path(ns, name))

@@ -133,3 +133,41 @@ def test_pods_that_joined_no_group_are_reported() -> None:
 def test_scheduling_group_reads_the_pod_spec() -> None:
     assert scheduling_group({"spec": {"schedulingGroup": {"podGroupName": "g"}}}) == "g"
     assert scheduling_group({"spec": {}}) is None
+
+
+def test_an_update_changes_min_count_and_keeps_what_others_or_the_server_own() -> None:
+    from grouper.writer.upstream import merged_object, needs_update
+
+    desired = to_upstream(md(min_member=4, labels={"team": "a"}), V).pod_groups[0]
+    stored = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "pg-js-uid-1",
+            "namespace": "ns",
+            "resourceVersion": "7",
+            "labels": {"other": "x"},
+            "ownerReferences": [OWNER.to_dict()],
+            "managedFields": [{}],
+        },
+        "spec": {
+            "workloadRef": {"workloadName": "pg-js-uid-1", "templateName": "main"},
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+        },
+        "status": {"conditions": []},
+    }
+    assert needs_update(desired, stored)
+    out = merged_object(desired, stored)
+    assert out["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert out["metadata"]["labels"] == {"other": "x", "team": "a"}
+    assert out["metadata"]["resourceVersion"] == "7" and "managedFields" not in out["metadata"]
+    assert "status" not in out
+    assert not needs_update(desired, {**out, "status": {"conditions": []}})
+
+
+def test_a_basic_policy_stored_by_someone_else_is_never_turned_into_a_gang() -> None:
+    from grouper.writer.upstream import merged_object
+
+    desired = to_upstream(md(min_member=4), V).pod_groups[0]
+    stored = {"metadata": {"name": "pg-js-uid-1"}, "spec": {"schedulingPolicy": {"basic": {}}}}
+    assert merged_object(desired, stored)["spec"]["schedulingPolicy"] == {"basic": {}}
