@@ -12,7 +12,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,8 +22,6 @@ from kube import Kube, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-POOL_LABEL = "test.kai-pod-grouper.io/pool"
-GPU = "nvidia.com/gpu"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -66,24 +63,3 @@ def sns(skube: Kube) -> Iterator[str]:
 def pool() -> str:
     """A node-pool label value of this test's own nodes (``sched_cluster.add_nodes(labels=...)``)."""
     return f"p-{uuid.uuid4().hex[:8]}"
-
-
-def gpu_pod(name: str, pool: str, gpus: int, *, group: str | None = None, **meta: Any) -> dict[str, Any]:
-    """A pod asking for ``gpus`` GPUs on the nodes of ``pool``; ``group``: its upstream PodGroup."""
-    spec: dict[str, Any] = {
-        "nodeSelector": {POOL_LABEL: pool},
-        "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU: str(gpus)}}}],
-    }
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
-
-
-def bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]:
-    """Pod name -> node it is bound to, for the named pods bound so far."""
-    pods = kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in pods
-        if p["metadata"]["name"] in names and p["spec"].get("nodeName")
-    }

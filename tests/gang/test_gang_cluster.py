@@ -7,7 +7,7 @@ fit stays entirely unbound until a node is added, then binds at once.
 
 from __future__ import annotations
 
-from conftest import GPU, POOL_LABEL, bound, gpu_pod
+from gangkit import GPU, POOL_LABEL, bound, gpu_pod
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import GPU, POOL_LABEL, bound
 from controller.harness import GrouperThread, child_jobs, label_namespace
+from gangkit import GPU, POOL_LABEL, bound
 from kube import Kube, wait_until
 from webhooks import grouper_with_webhook
 
