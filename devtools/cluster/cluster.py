@@ -549,6 +549,7 @@ class LocalCluster:
             f.close()
         self._logs.clear()
         self._argv.clear()
+        self.nodes.clear()
         if self._spawner is not None:
             self._spawner.close()
             self._spawner = None
