@@ -12,8 +12,9 @@ from grouper.model.objects import Obj
 from grouper.webhook.admission import Decide
 
 # A pod is admitted moments after its owner was created (a Job's pods, a JobSet's Jobs): the owner's
-# watch event may not be in the cache yet. Wait for it, well inside the webhook's timeout (2 s).
-OWNER_WAIT_SECONDS = 1.0
+# watch event may not be in the cache yet, or its kind not watched yet. Wait for it, inside the webhook's
+# timeout (2 s in the registration).
+OWNER_WAIT_SECONDS = 1.5
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 
 
@@ -30,11 +31,24 @@ def controller_decider(controller: Controller, *, owner_wait: float = OWNER_WAIT
         while True:
             lookups = controller.cache.lookups()
             decision = controller.grouper.decide(pod, lookups)
+            remaining = deadline - time.monotonic()
             if lookups.misses:
-                return None
-            if decision.outcome != "error" or decision.reason not in OWNER_GONE_REASONS:
-                return decision
-            if time.monotonic() >= deadline:
+                # an owner kind nobody asked for yet: start its informer (the reconciler would too), then
+                # decide again; give up (admit unchanged) when it does not sync in time
+                if remaining <= 0:
+                    return None
+                kinds = sorted(lookups.misses)
+                try:
+                    done = await asyncio.wait_for(
+                        asyncio.gather(*(controller.cache.ensure(g, timeout=remaining) for g in kinds)),
+                        remaining,
+                    )
+                except TimeoutError:
+                    return None
+                if any(r != "ready" for r in done):
+                    return None
+                continue
+            if decision.outcome != "error" or decision.reason not in OWNER_GONE_REASONS or remaining <= 0:
                 return decision
             await asyncio.sleep(0.05)
 
