@@ -131,8 +131,14 @@ def _meta(md: PodGroupMetadata, name: str) -> dict[str, Any]:
     return meta
 
 
-def to_upstream(md: PodGroupMetadata, versions: UpstreamVersions) -> UpstreamObjects:
-    """The Workload and PodGroup that express ``md`` upstream, and what they cannot carry."""
+def to_upstream(
+    md: PodGroupMetadata, versions: UpstreamVersions, *, priority_class_exists: bool = True
+) -> UpstreamObjects:
+    """The Workload and PodGroup that express ``md`` upstream, and what they cannot carry.
+
+    ``priority_class_exists``: whether ``md.priority_class_name`` names a PriorityClass of the cluster;
+    upstream's Priority admission refuses a PodGroup naming one that does not exist (KAI's defaults such as
+    ``train`` are classes KAI installs), so it is then left out and reported."""
     notes = _not_carried(md)
     count = tree_min_count(md)
     if not md.sub_groups:
@@ -153,8 +159,13 @@ def to_upstream(md: PodGroupMetadata, versions: UpstreamVersions) -> UpstreamObj
         "workloadRef": {"workloadName": md.name, "templateName": MAIN_TEMPLATE},
         "schedulingPolicy": policy,
     }
-    if md.priority_class_name:
+    if md.priority_class_name and priority_class_exists:
         spec["priorityClassName"] = md.priority_class_name
+    elif md.priority_class_name:
+        notes.append(
+            f"priorityClassName {md.priority_class_name!r} not carried: no such PriorityClass in the cluster "
+            "(upstream admission refuses the PodGroup)"
+        )
     pod_group = {
         "apiVersion": versions.pod_group,
         "kind": PODGROUP_KIND,

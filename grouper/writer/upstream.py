@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ from grouper.core.upstream import (
     scheduling_group,
     to_upstream,
 )
-from grouper.kube.discovery import Discovery, Resource
+from grouper.kube.discovery import WELL_KNOWN, Discovery, Resource
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -41,6 +42,7 @@ from grouper.writer.podgroups import NotLeader, Operation, normalize_owner_refs
 log = logging.getLogger(__name__)
 
 VERSION_PREFERENCE = ("v1", "v1beta1", "v1alpha3")
+PRIORITY_CLASS_TTL = 60.0
 # expectation kinds: distinct from the KAI PodGroup's "PodGroup"
 EXPECT_WORKLOAD = "Workload.scheduling.k8s.io"
 EXPECT_PODGROUP = "PodGroup.scheduling.k8s.io"
@@ -135,6 +137,7 @@ class UpstreamWriter:
         self.can_write = can_write
         self.max_conflicts = max_conflicts
         self._resources: tuple[Resource, Resource] | None = None
+        self._priority_classes: dict[str, tuple[float, bool]] = {}  # name -> (when, exists)
 
     async def resources(self) -> tuple[Resource, Resource]:
         if self._resources is None:
@@ -143,7 +146,21 @@ class UpstreamWriter:
 
     async def plan(self, md: PodGroupMetadata) -> UpstreamObjects:
         workload, pod_group = await self.resources()
-        return to_upstream(md, UpstreamVersions(workload.api_version, pod_group.api_version))
+        exists = await self._priority_class_exists(md.priority_class_name) if md.priority_class_name else True
+        return to_upstream(
+            md, UpstreamVersions(workload.api_version, pod_group.api_version), priority_class_exists=exists
+        )
+
+    async def _priority_class_exists(self, name: str) -> bool:
+        """Whether the PriorityClass exists (cached for a minute; one GET per class, not per reconcile)."""
+        hit = self._priority_classes.get(name)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < PRIORITY_CLASS_TTL:
+            return hit[1]
+        res = WELL_KNOWN[GVK("scheduling.k8s.io", "v1", "PriorityClass")]
+        exists = await self.client.get_object(res.path(None, name)) is not None
+        self._priority_classes[name] = (now, exists)
+        return exists
 
     async def apply(self, md: PodGroupMetadata, pods: list[Obj]) -> tuple[Operation, UpstreamObjects]:
         """Converge the Workload and its PodGroups to ``md`` (``pods``: the pods decided into it).

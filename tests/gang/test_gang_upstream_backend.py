@@ -71,9 +71,8 @@ def test_a_job_becomes_a_workload_and_a_gang_pod_group(
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid}]
     assert wl["metadata"]["ownerReferences"] == owner and pg["metadata"]["ownerReferences"] == owner
     assert wl["spec"]["controllerRef"] == {"apiGroup": "batch", "kind": "Job", "name": "train"}
-    assert wl["spec"]["podGroupTemplates"] == [
-        {"name": "main", "schedulingPolicy": {"gang": {"minCount": 3}}}
-    ]
+    (template,) = wl["spec"]["podGroupTemplates"]  # (the server adds schedulingConstraints: null)
+    assert (template["name"], template["schedulingPolicy"]) == ("main", {"gang": {"minCount": 3}})
     assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert pg["spec"]["workloadRef"] == {"workloadName": name, "templateName": "main"}
 

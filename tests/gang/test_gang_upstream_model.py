@@ -80,9 +80,12 @@ def test_fields_without_an_upstream_counterpart_are_reported_never_dropped() -> 
     assert "queue" not in str(out.workload) and "queue" not in str(out.pod_groups)
 
 
-def test_priority_class_is_carried_on_the_pod_groups() -> None:
+def test_priority_class_is_carried_on_the_pod_groups_when_it_exists() -> None:
     (pg,) = to_upstream(md(min_member=2, priority_class_name="train"), V).pod_groups
     assert pg["spec"]["priorityClassName"] == "train"
+    out = to_upstream(md(min_member=2, priority_class_name="train"), V, priority_class_exists=False)
+    assert "priorityClassName" not in out.pod_groups[0]["spec"]
+    assert any("priorityClassName 'train' not carried" in n for n in out.notes)
 
 
 def jobset_tree() -> list[SubGroup]:
