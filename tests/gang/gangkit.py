@@ -29,3 +29,12 @@ def bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]:
         for p in pods
         if p["metadata"]["name"] in names and p["spec"].get("nodeName")
     }
+
+
+def pod_group_condition(kube: Kube, path: str) -> tuple[str, str]:
+    """(status, reason) of the upstream PodGroup's ``PodGroupInitiallyScheduled`` condition, ("", "") if none."""
+    conds = (kube.get(path).get("status") or {}).get("conditions") or []
+    for c in conds:
+        if c.get("type") == "PodGroupInitiallyScheduled":
+            return str(c.get("status")), str(c.get("reason"))
+    return "", ""

@@ -7,7 +7,7 @@ fit stays entirely unbound until a node is added, then binds at once.
 
 from __future__ import annotations
 
-from gangkit import GPU, POOL_LABEL, bound, gpu_pod
+from gangkit import GPU, POOL_LABEL, bound, gpu_pod, pod_group_condition
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
@@ -52,11 +52,6 @@ def test_a_pod_bigger_than_any_node_is_unschedulable(
     assert not skube.get(f"/api/v1/namespaces/{sns}/pods/big")["spec"].get("nodeName")
 
 
-def _unschedulable(kube: Kube, namespace: str, name: str) -> bool:
-    conds = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")["status"].get("conditions") or []
-    return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conds)
-
-
 def test_upstream_gang_binds_all_or_nothing(
     sched_cluster: LocalCluster, skube: Kube, sns: str, pool: str
 ) -> None:
@@ -83,8 +78,9 @@ def test_upstream_gang_binds_all_or_nothing(
     names = ["a", "b", "c"]
     for n in names:  # 3 x 2 GPUs on one 4-GPU node: two would fit, the gang does not
         skube.create(f"/api/v1/namespaces/{sns}/pods", gpu_pod(n, pool, 2, group="w"))
+    path = f"/apis/{SCHED}/namespaces/{sns}/podgroups/w"
     wait_until(
-        lambda: all(_unschedulable(skube, sns, n) for n in names), timeout=60, what="all 3 pods unschedulable"
+        lambda: pod_group_condition(skube, path) == ("False", "Unschedulable"), 60, what="gang unschedulable"
     )
     assert bound(skube, sns, names) == {}, "no partial placement"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from controller.harness import GrouperThread, child_jobs, label_namespace
-from gangkit import GPU, POOL_LABEL, bound
+from gangkit import GPU, POOL_LABEL, bound, pod_group_condition
 from kube import Kube, wait_until
 from webhooks import grouper_with_webhook
 
@@ -66,12 +66,12 @@ def min_count(kube: Kube, ns: str, name: str) -> int | None:
     return int(kube.get(path)["spec"]["schedulingPolicy"]["gang"]["minCount"])
 
 
-def all_unschedulable(kube: Kube, ns: str, names: list[str]) -> bool:
-    for n in names:
-        conds = kube.get(f"/api/v1/namespaces/{ns}/pods/{n}")["status"].get("conditions") or []
-        if not any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conds):
-            return False
-    return True
+def gang_unschedulable(kube: Kube, ns: str, name: str) -> bool:
+    """The scheduler tried the whole gang and could not place it (its PodGroup's condition says so)."""
+    return pod_group_condition(kube, f"/apis/{SCHED}/namespaces/{ns}/podgroups/{name}") == (
+        "False",
+        "Unschedulable",
+    )
 
 
 @pytest.fixture
@@ -107,12 +107,16 @@ def test_a_gang_one_pod_too_big_stays_pending_until_a_node_is_added(
     name = f"pg-big-{js['metadata']['uid']}"
     names = wait_until(lambda: pod_names(skube, sns, 5, f"{JOBSET_LABEL}=big"), 30, what="5 pods")
     wait_until(lambda: min_count(skube, sns, name) == 5, 30, what="PodGroup minCount 5")
-    wait_until(lambda: all_unschedulable(skube, sns, names), 60, what="every pod tried and unschedulable")
+    wait_until(
+        lambda: gang_unschedulable(skube, sns, name), 60, what="the scheduler found the gang unschedulable"
+    )
     assert bound(skube, sns, names) == {}, "no partial placement: 4 of 5 would fit"
 
     sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
     placed = wait_until(lambda: len(b := bound(skube, sns, names)) == 5 and b, 90, what="gang bound")
     assert len(placed) == 5
+    path = f"/apis/{SCHED}/namespaces/{sns}/podgroups/{name}"
+    wait_until(lambda: pod_group_condition(skube, path)[0] == "True", 30, what="PodGroupInitiallyScheduled")
 
 
 def test_scaling_the_workload_raises_min_count_and_the_larger_gang_binds(
