@@ -54,7 +54,9 @@ UPSTREAM_RBAC = [
                 "apiGroups": ["scheduling.k8s.io"],
                 "resources": ["workloads", "podgroups"],
                 "verbs": ["get", "list", "watch", "create", "update"],
-            }
+            },
+            # the PodGroup names a PriorityClass only when it exists (upstream admission checks it)
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
         ],
     },
     {
@@ -185,10 +187,10 @@ def _default_scheduler(doc: Any) -> None:
 
 
 def show_bound(cluster: LocalCluster, namespace: str, name: str) -> None:
-    for kind in ("workloads", "podgroups"):
-        _, objs = cluster.request("GET", f"/apis/{SCHED}/namespaces/{namespace}/{kind}")
-        for obj in objs["items"]:
-            say(f"{obj['kind']} {namespace}/{obj['metadata']['name']} as stored in the API server")
+    for plural, kind in (("workloads", "Workload"), ("podgroups", "PodGroup")):
+        _, objs = cluster.request("GET", f"/apis/{SCHED}/namespaces/{namespace}/{plural}")
+        for obj in objs["items"]:  # list items carry no kind
+            say(f"{kind} {namespace}/{obj['metadata']['name']} ({SCHED}) as stored in the API server")
             print(yaml.safe_dump({"spec": obj["spec"]}, sort_keys=False), end="")
     _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
     say(f"pods of JobSet {namespace}/{name} and the nodes the scheduler bound them to")

@@ -163,8 +163,8 @@ def to_upstream(
         spec["priorityClassName"] = md.priority_class_name
     elif md.priority_class_name:
         notes.append(
-            f"priorityClassName {md.priority_class_name!r} not carried: no such PriorityClass in the cluster "
-            "(upstream admission refuses the PodGroup)"
+            f"priorityClassName {md.priority_class_name!r} not carried: no such PriorityClass in the cluster, "
+            "or it cannot be read (upstream admission refuses a PodGroup naming a missing one)"
         )
     pod_group = {
         "apiVersion": versions.pod_group,

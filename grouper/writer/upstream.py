@@ -158,7 +158,13 @@ class UpstreamWriter:
         if hit is not None and now - hit[0] < PRIORITY_CLASS_TTL:
             return hit[1]
         res = WELL_KNOWN[GVK("scheduling.k8s.io", "v1", "PriorityClass")]
-        exists = await self.client.get_object(res.path(None, name)) is not None
+        try:
+            exists = await self.client.get_object(res.path(None, name)) is not None
+        except ApiError as e:
+            if not e.forbidden:
+                raise
+            log.warning("cannot read PriorityClass %s (forbidden): left out of the upstream PodGroups", name)
+            exists = False
         self._priority_classes[name] = (now, exists)
         return exists
 
