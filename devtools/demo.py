@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                     say("Ctrl-C to stop")
                     stop.wait()
                 return 0
+            namespace, name = submit_workload(cluster)
 
             def grouped() -> bool:
                 _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
