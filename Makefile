@@ -10,6 +10,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 
+BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
+
 .PHONY: help venv cluster test lint demo bench clean distclean
 
 help:
@@ -17,7 +19,7 @@ help:
 	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make lint     - ruff + mypy"
-	@echo "make demo     - run the demo against a local cluster"
+	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
 	@echo "make bench    - run every benchmarks/bench_*.py"
 	@echo "make clean    - remove caches of the Python tools; distclean also removes $(VENV) and .cache"
 
@@ -45,7 +47,7 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 demo: venv cluster
-	$(PY) -m devtools.demo
+	$(PY) -m devtools.demo --backend $(BACKEND)
 
 bench: venv cluster
 	@shopt -s nullglob; files=(benchmarks/bench_*.py); \

@@ -8,6 +8,12 @@
 5. prints the PodGroup with its sub-groups, each pod's group and sub-group, and the grouper's decisions.
 
 Then it keeps everything up until Ctrl-C (``--once`` exits right away) and stops it cleanly.
+
+``--backend upstream`` (``make demo BACKEND=upstream``) runs the same workload through upstream gang
+scheduling instead: the control plane also runs kube-scheduler (Workload API and gang scheduling on) and
+kwok with 3 simulated nodes of 4 GPUs; the grouper runs with ``--backend=upstream`` and its admission
+webhook (registered with a certificate signed by the cluster's CA), the pods ask for the default
+scheduler; the demo prints the Workload and PodGroup and the pods bound to nodes together.
 """
 
 from __future__ import annotations
@@ -36,13 +42,49 @@ CRDS = [
     ROOT / "tests" / "crds" / "jobset.x-k8s.io_jobsets.yaml",
 ]
 SA_NAMESPACE, SA_NAME = "kai-system", "kai-pod-grouper"
+SCHED = "scheduling.k8s.io/v1beta1"
+# what the upstream backend writes, beyond deploy/rbac.yaml (the chart gains it with the webhook objects)
+UPSTREAM_RBAC = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "kai-pod-grouper-upstream"},
+        "rules": [
+            {
+                "apiGroups": ["scheduling.k8s.io"],
+                "resources": ["workloads", "podgroups"],
+                "verbs": ["get", "list", "watch", "create", "update"],
+            },
+            # the PodGroup names a PriorityClass only when it exists (upstream admission checks it)
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+        ],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kai-pod-grouper-upstream"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "kai-pod-grouper-upstream",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": SA_NAME, "namespace": SA_NAMESPACE}],
+    },
+]
 
 _PLURALS = {
-    "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-    "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-    "JobSet": "jobsets", "Job": "jobs", "Pod": "pods",
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "JobSet": "jobsets",
+    "Job": "jobs",
+    "Pod": "pods",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
 }
-_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 
 
 def say(msg: str) -> None:
@@ -91,9 +133,81 @@ def http_json(url: str, token: str | None = None) -> Any:
         return json.loads(resp.read())
 
 
-def submit_workload(cluster: LocalCluster) -> tuple[str, str]:
+def webhook_configuration(port: int, ca_file: str) -> dict[str, Any]:
+    """Pod CREATEs outside the system namespaces go to the grouper; ignored when it does not answer."""
+    import base64
+
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "kai-pod-grouper"},
+        "webhooks": [
+            {
+                "name": "pods.grouper.kai-pod-grouper.io",
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/mutate-pods",
+                    "caBundle": base64.b64encode(Path(ca_file).read_bytes()).decode(),
+                },
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                    }
+                ],
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": ["kube-system", SA_NAMESPACE],
+                        }
+                    ]
+                },
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+
+
+def _default_scheduler(doc: Any) -> None:
+    """Point every pod template of the JobSet / Job at the default scheduler (the upstream backend)."""
+    if isinstance(doc, dict):
+        if "schedulerName" in doc:
+            doc["schedulerName"] = "default-scheduler"
+        for v in doc.values():
+            _default_scheduler(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            _default_scheduler(v)
+
+
+def show_bound(cluster: LocalCluster, namespace: str, name: str) -> None:
+    for plural, kind in (("workloads", "Workload"), ("podgroups", "PodGroup")):
+        _, objs = cluster.request("GET", f"/apis/{SCHED}/namespaces/{namespace}/{plural}")
+        for obj in objs["items"]:  # list items carry no kind
+            say(f"{kind} {namespace}/{obj['metadata']['name']} ({SCHED}) as stored in the API server")
+            print(yaml.safe_dump({"spec": obj["spec"]}, sort_keys=False), end="")
+    _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    say(f"pods of JobSet {namespace}/{name} and the nodes the scheduler bound them to")
+    print(f"{'POD':44} {'PHASE':8} {'NODE':12} SCHEDULING-GROUP")
+    for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
+        group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName", "-")
+        print(
+            f"{pod['metadata']['name']:44} {pod['status'].get('phase', ''):8} "
+            f"{pod['spec'].get('nodeName', '-'):12} {group}"
+        )
+
+
+def submit_workload(cluster: LocalCluster, *, upstream: bool = False) -> tuple[str, str]:
     """Create the JobSet, then its Jobs with owner references carrying the JobSet's real UID."""
     docs = [d for d in yaml.safe_load_all(DEMO_FILE.read_text()) if d]
+    if upstream:
+        _default_scheduler(docs)
     created: dict[tuple[str, str], dict[str, Any]] = {}
     jobset_ns = jobset_name = ""
     for doc in docs:
@@ -128,9 +242,13 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
     _, pgs = cluster.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
     for pg in pgs["items"]:
         view = {
-            "apiVersion": pg["apiVersion"], "kind": pg["kind"],
-            "metadata": {k: pg["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")
-                         if k in pg["metadata"]},
+            "apiVersion": pg["apiVersion"],
+            "kind": pg["kind"],
+            "metadata": {
+                k: pg["metadata"][k]
+                for k in ("name", "namespace", "labels", "ownerReferences")
+                if k in pg["metadata"]
+            },
             "spec": pg["spec"],
         }
         say(f"PodGroup {namespace}/{pg['metadata']['name']} as stored in the API server")
@@ -140,9 +258,11 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
     print(f"{'POD':44} {'PHASE':8} {'POD-GROUP (annotation)':48} SUB-GROUP (label)")
     for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
         meta = pod["metadata"]
-        print(f"{meta['name']:44} {pod['status'].get('phase', ''):8} "
-              f"{(meta.get('annotations') or {}).get('pod-group-name', '-'):48} "
-              f"{(meta.get('labels') or {}).get('kai.scheduler/subgroup-name', '-')}")
+        print(
+            f"{meta['name']:44} {pod['status'].get('phase', ''):8} "
+            f"{(meta.get('annotations') or {}).get('pod-group-name', '-'):48} "
+            f"{(meta.get('labels') or {}).get('kai.scheduler/subgroup-name', '-')}"
+        )
     say("decisions (from the grouper's HTTP API)")
     for pg in pgs["items"]:
         try:
@@ -154,42 +274,89 @@ def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m devtools.demo", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--once", action="store_true", help="exit after printing the result")
+    ap.add_argument(
+        "--backend",
+        choices=("kai", "upstream"),
+        default="kai",
+        help="upstream: also run kube-scheduler and 3 simulated 4-GPU nodes, write upstream Workload/PodGroup",
+    )
     args = ap.parse_args(argv)
+    upstream = args.backend == "upstream"
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
     say("starting the local control plane (the first run builds it from source: several minutes)")
-    with LocalCluster() as cluster:
+    with LocalCluster(scheduler=upstream, kwok_nodes=3 if upstream else 0, node_gpus=4) as cluster:
         say(f"control plane ready in {cluster.started_in:.1f}s at {cluster.server}")
+        if upstream:
+            say(
+                f"kube-scheduler and kwok running; simulated nodes with 4 GPUs each: {', '.join(cluster.nodes)}"
+            )
         names = install_crds(cluster, CRDS)
         say(f"installed CRDs: {', '.join(sorted(names))}")
         for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
             if doc:
                 create(cluster, doc)
+        if upstream:
+            for doc in UPSTREAM_RBAC:
+                create(cluster, doc)
         token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=24 * 3600)
         assert cluster.data_dir is not None
-        kubeconfig = cluster.write_kubeconfig(cluster.data_dir / "grouper.kubeconfig", token=token,
-                                              user=f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}")
+        kubeconfig = cluster.write_kubeconfig(
+            cluster.data_dir / "grouper.kubeconfig",
+            token=token,
+            user=f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}",
+        )
         say(f"RBAC applied; the grouper runs as ServiceAccount {SA_NAMESPACE}/{SA_NAME}")
 
         port = free_port()
         api = f"http://127.0.0.1:{port}"
         log_path = cluster.data_dir / "grouper.log"
+        extra: list[str] = []
+        webhook_port = free_port()
+        if upstream:
+            cert, key = cluster.serving_cert("grouper-webhook")
+            extra = [
+                "--backend=upstream",
+                "--scheduler-name=default-scheduler",
+                f"--webhook-bind-address=127.0.0.1:{webhook_port}",
+                f"--webhook-cert-file={cert}",
+                f"--webhook-key-file={key}",
+            ]
         with open(log_path, "wb") as log:
             grouper = subprocess.Popen(
-                [sys.executable, "-m", "grouper.cli.main", "run", "--kubeconfig", str(kubeconfig),
-                 "--http-bind-address", f"127.0.0.1:{port}", "--log-format", "text"],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                [
+                    sys.executable,
+                    "-m",
+                    "grouper.cli.main",
+                    "run",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--http-bind-address",
+                    f"127.0.0.1:{port}",
+                    "--log-format",
+                    "text",
+                    *extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         try:
+
             def ready() -> bool:
                 if grouper.poll() is not None:
-                    raise RuntimeError(f"grouper exited with {grouper.returncode}:\n{log_path.read_text()[-3000:]}")
+                    raise RuntimeError(
+                        f"grouper exited with {grouper.returncode}:\n{log_path.read_text()[-3000:]}"
+                    )
                 try:
                     return bool(http_json(f"{api}/readyz"))
                 except OSError:
@@ -198,8 +365,32 @@ def main(argv: list[str] | None = None) -> int:
             wait_for("the grouper to be ready", ready)
             say(f"grouper running (pid {grouper.pid}), HTTP API at {api}")
 
-            wait_for("the default ServiceAccount", lambda: cluster.request(
-                "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200)
+            wait_for(
+                "the default ServiceAccount",
+                lambda: (
+                    cluster.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+                ),
+            )
+            if upstream:
+                create(cluster, webhook_configuration(webhook_port, cluster.ca_file))
+                say(f"admission webhook registered: https://127.0.0.1:{webhook_port}/mutate-pods")
+                t0 = time.monotonic()
+                namespace, name = submit_workload(cluster, upstream=True)
+
+                def all_bound() -> bool:
+                    _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+                    items = pods["items"]
+                    return len(items) >= 3 and all(p["spec"].get("nodeName") for p in items)
+
+                wait_for("the gang to be bound", all_bound, timeout=90)
+                say(
+                    f"all pods of JobSet {namespace}/{name} bound {time.monotonic() - t0:.2f}s after submission"
+                )
+                show_bound(cluster, namespace, name)
+                if not args.once:
+                    say("Ctrl-C to stop")
+                    stop.wait()
+                return 0
             namespace, name = submit_workload(cluster)
 
             def grouped() -> bool:
@@ -211,15 +402,19 @@ def main(argv: list[str] | None = None) -> int:
 
             t0 = time.monotonic()
             wait_for("pods to be created and grouped", grouped, timeout=90)
-            say(f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission")
+            say(
+                f"all pods of JobSet {namespace}/{name} grouped {time.monotonic() - t0:.2f}s after submission"
+            )
             show_result(cluster, namespace, api, token)
             say("the grouper's log (decisions and writes)")
             lines = log_path.read_text().splitlines()
             for line in [ln for ln in lines if "podgroup" in ln.lower() or "decision" in ln.lower()][-15:]:
                 print("  " + line[:300])
             if not args.once:
-                say(f"everything stays up; try:  KUBECONFIG={cluster.kubeconfig_path} "
-                    f".venv/bin/grouper get podgroups -A --server {api}")
+                say(
+                    f"everything stays up; try:  KUBECONFIG={cluster.kubeconfig_path} "
+                    f".venv/bin/grouper get podgroups -A --server {api}"
+                )
                 say("Ctrl-C to stop")
                 stop.wait()
         finally:

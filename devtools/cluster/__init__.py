@@ -9,4 +9,11 @@ from .cluster import DEFAULT_CONTROLLERS, LocalCluster
 from .crds import install_crds
 from .errors import ClusterError
 
-__all__ = ["DEFAULT_CONTROLLERS", "BuildError", "ClusterError", "LocalCluster", "ensure_binaries", "install_crds"]
+__all__ = [
+    "DEFAULT_CONTROLLERS",
+    "BuildError",
+    "ClusterError",
+    "LocalCluster",
+    "ensure_binaries",
+    "install_crds",
+]

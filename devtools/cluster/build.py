@@ -1,8 +1,11 @@
-"""Build the local control-plane binaries (etcd, kube-apiserver, kube-controller-manager) from source.
+"""Build the local control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+kwok) from source.
 
-The Go modules live in ``devtools/cluster/go/`` (Kubernetes, pinned in its go.mod) and
+The Go modules live in ``devtools/cluster/go/`` (Kubernetes, pinned in its go.mod),
 ``devtools/cluster/go/etcd/`` (a small embedded-etcd main, its own module so its dependencies never
-constrain the Kubernetes build). Their module paths and comments still name ``tests/cluster``, where
+constrain the Kubernetes build) and ``devtools/cluster/go/kwok/`` (``sigs.k8s.io/kwok``, simulated nodes,
+likewise its own module). kube-scheduler is built from the Kubernetes module as it is: adding it to that
+go.mod's ``tool`` block would change the fingerprint of the other two binaries and force their rebuild. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
 the machine's default. A binary is rebuilt only when its inputs (go.mod, go.sum, Go sources, Go version,
@@ -25,9 +28,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
+KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
+# kwok's stock "fast" stages: nodes become Ready (and keep a heartbeat), bound pods become Running and
+# Ready, deleted pods go away. pod-complete is left out on purpose: a Job's pods stay Running, so a
+# test can see a whole gang running at once.
+_KWOK_STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat/node-heartbeat.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
 GO_MODULES = Path("devtools") / "cluster" / "go"  # relative to the repository root
 
 
@@ -65,16 +78,19 @@ def _targets(root: Path) -> list[_Target]:
         _Target("etcd", cluster / "etcd", "."),
         _Target("kube-apiserver", cluster, "k8s.io/kubernetes/cmd/kube-apiserver"),
         _Target("kube-controller-manager", cluster, "k8s.io/kubernetes/cmd/kube-controller-manager"),
+        _Target("kube-scheduler", cluster, "k8s.io/kubernetes/cmd/kube-scheduler"),
+        _Target("kwok", cluster / "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
     ]
 
 
 def pinned_versions(root: Path | None = None) -> dict[str, str]:
-    """The Kubernetes and etcd versions pinned in the go.mod files."""
+    """The Kubernetes, etcd and kwok versions pinned in the go.mod files."""
     root = root or repo_root()
     out: dict[str, str] = {}
     for key, path, mod in (
         ("kubernetes", root / GO_MODULES / "go.mod", "k8s.io/kubernetes"),
         ("etcd", root / GO_MODULES / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3"),
+        ("kwok", root / GO_MODULES / "kwok" / "go.mod", "sigs.k8s.io/kwok"),
     ):
         for line in path.read_text().splitlines():
             parts = line.replace("require", "").split()
@@ -177,11 +193,29 @@ def _build_one(go: str, target: _Target, ldflags: str, out: Path, root: Path, qu
         tail = "\n".join(errors[-40:])
         raise BuildError(f"go build of {target.name} failed (exit {rc}):\n{tail}")
     os.replace(tmp, out)
+    if target.name == "kwok":
+        _write_kwok_stages(go, target.module_dir, out.with_name(KWOK_STAGES), env)
     size = out.stat().st_size / 1e6
     _log(
         f"  {target.name}: built in {time.monotonic() - start:.0f}s ({compiled} packages, {size:.0f} MB)",
         quiet,
     )
+
+
+def _write_kwok_stages(go: str, module_dir: Path, dest: Path, env: dict[str, str]) -> None:
+    """Concatenate the stock Stage objects of the pinned kwok module into one ``--config`` file."""
+    proc = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+        cwd=module_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise BuildError(f"cannot locate the sigs.k8s.io/kwok module source: {proc.stderr.strip()}")
+    src = Path(proc.stdout.strip())
+    docs = [(src / rel).read_text().strip() for rel in _KWOK_STAGE_FILES]
+    dest.write_text("\n---\n".join(docs) + "\n")
 
 
 def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
@@ -201,13 +235,16 @@ def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
     for target in _targets(root):
         ldflags = _ldflags(target, versions)
         fp = _fingerprint(target, go_version, ldflags)
-        if force or not (bdir / target.name).is_file() or stamp.get(target.name) != fp:
+        missing = not (bdir / target.name).is_file()
+        if target.name == "kwok":
+            missing = missing or not (bdir / KWOK_STAGES).is_file()
+        if force or missing or stamp.get(target.name) != fp:
             todo.append((target, ldflags, fp))
     if not todo:
         return bdir
     _log(
         f"building {', '.join(t.name for t, _, _ in todo)} (kubernetes {versions.get('kubernetes')}, "
-        f"etcd {versions.get('etcd')}) into {bdir}; a cold build takes ~5+ minutes",
+        f"etcd {versions.get('etcd')}, kwok {versions.get('kwok')}) into {bdir}; a cold build takes ~5+ minutes",
         quiet,
     )
     for i, (target, ldflags, fp) in enumerate(todo, 1):
@@ -219,9 +256,7 @@ def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m devtools.cluster.build", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="python -m devtools.cluster.build", description=__doc__.split("\n")[0])
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)

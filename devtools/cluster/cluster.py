@@ -1,6 +1,14 @@
 """A real Kubernetes control plane on 127.0.0.1: etcd + kube-apiserver + kube-controller-manager.
 
-Built from source by :mod:`devtools.cluster.build`; no kubelet, no scheduler (pods stay Pending).
+Built from source by :mod:`devtools.cluster.build`; no kubelet and, by default, no scheduler (pods stay
+Pending). Opt in per test to a real kube-scheduler and simulated nodes (kwok)::
+
+    with LocalCluster(scheduler=True, kwok_nodes=2, node_gpus=4) as c:   # or later:
+        c.start_scheduler(); c.add_nodes(3, gpus=4)
+
+``workload_api`` (default: on with ``scheduler``) turns on the Workload API and gang scheduling
+(:mod:`devtools.cluster.gang`: feature gates on the API server, controller manager and scheduler, and
+``scheduling.k8s.io/v1beta1`` + ``v1alpha3`` in ``--runtime-config``).
 Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
 ports; :meth:`LocalCluster.stop` stops the controller manager, then the API server, then etcd, and
 removes the directory.
@@ -50,7 +58,7 @@ from typing import Any, Self
 
 import yaml
 
-from . import build, pki
+from . import build, gang, pki
 from .crds import install_crds
 from .errors import ClusterError
 
@@ -81,6 +89,14 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def _get_ok(url: str, ctx: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.HTTPError:
+        return False
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -148,6 +164,10 @@ class LocalCluster:
         controllers: Iterable[str] = DEFAULT_CONTROLLERS,
         apiserver_args: Iterable[str] = (),
         controller_manager_args: Iterable[str] = (),
+        scheduler: bool = False,
+        kwok_nodes: int = 0,
+        node_gpus: int = 4,
+        workload_api: bool | None = None,
         kube_api_qps: int = 200,
         kube_api_burst: int = 400,
         startup_timeout: float = 90.0,
@@ -158,6 +178,9 @@ class LocalCluster:
         """``crds``: CRD files/directories installed (and Established) before the controller manager starts,
         so its garbage collector knows the custom kinds from the beginning (it rediscovers resources only
         every 30 s). ``apiserver_args``: extra kube-apiserver flags (they come last, so they win).
+        ``scheduler``: start kube-scheduler and the kwok controller too; ``kwok_nodes``: that many simulated
+        nodes with ``node_gpus`` GPUs each are added at start (implies the kwok controller).
+        ``workload_api``: the gang-scheduling feature gates and API versions (default: on with either).
         ``die_with_parent``: the components get SIGKILL when this process dies (PR_SET_PDEATHSIG), so a
         killed test run leaves nothing behind; they are spawned from the cluster's own thread, so any thread
         (e.g. ``asyncio.to_thread``) may start or restart them. ``keep_data_dir`` (default: env ``DEVCLUSTER_KEEP_DATA=1``): keep the data dir
@@ -166,6 +189,11 @@ class LocalCluster:
         self._bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self._base_dir = base_dir
         self._with_kcm = controller_manager
+        self._with_scheduler = scheduler
+        self._initial_nodes, self._node_gpus = kwok_nodes, node_gpus
+        self.workload_api = scheduler or kwok_nodes > 0 if workload_api is None else workload_api
+        self.nodes: list[str] = []  # simulated nodes added by add_nodes()
+        self._node_seq = 0
         self._crds = [Path(p) for p in crds]
         self._controllers = tuple(controllers)
         self._apiserver_args = tuple(apiserver_args)
@@ -182,9 +210,11 @@ class LocalCluster:
         self._spawner: _Spawner | None = None
         self._logs: dict[str, Any] = {}
         self._ssl: ssl.SSLContext | None = None
+        self._bdir = Path()
         self.data_dir: Path | None = None
         self.server = ""
         self.ca_file = ""
+        self.pki: pki.Pki | None = None
         self.admin_token = ""
         self.kubeconfig_path = ""
         self.ports: dict[str, int] = {}
@@ -219,7 +249,11 @@ class LocalCluster:
             raise ClusterError("cluster already started")
         t0 = time.monotonic()
         bdir = self._bin_dir or build.ensure_binaries(quiet=self._quiet)
-        for name in COMPONENTS if self._with_kcm else COMPONENTS[:2]:
+        self._bdir = bdir
+        needed = list(COMPONENTS if self._with_kcm else COMPONENTS[:2])
+        if self._with_scheduler or self._initial_nodes:
+            needed += ["kube-scheduler", "kwok"]
+        for name in needed:
             if not (bdir / name).is_file():
                 raise ClusterError(f"missing binary {bdir / name}")
         self.data_dir = Path(tempfile.mkdtemp(prefix="devcluster-", dir=self._base_dir))
@@ -254,6 +288,7 @@ class LocalCluster:
         certs = pki.generate(d / "pki")
         phase("pki")
         self.ca_file = str(certs.ca_cert)
+        self.pki = certs
         etcd_port, etcd_peer, api_port = _free_ports(3)
         self.ports = {"etcd": etcd_port, "etcd-peer": etcd_peer, "kube-apiserver": api_port}
         self.server = f"https://127.0.0.1:{api_port}"
@@ -298,6 +333,7 @@ class LocalCluster:
             # on SIGTERM close open watches within 2 s; without it the server waits for its 60 s
             # request timeout while the controller manager's watches are open
             "--shutdown-watch-termination-grace-period=2s",
+            *self._workload_flags(runtime_config=True),
         ]
         self._start_apiserver()
         phase("kube-apiserver")
@@ -324,6 +360,7 @@ class LocalCluster:
                     f"--kube-api-qps={self._qps}",
                     f"--kube-api-burst={self._burst}",
                     "--profiling=false",
+                    *self._workload_flags(),
                     *self._kcm_args,
                 ],
             )
@@ -332,6 +369,120 @@ class LocalCluster:
                 path = "/api/v1/namespaces/default/serviceaccounts/default"
                 self._wait("kube-controller-manager", lambda: self.request("GET", path)[0] == 200)
             phase("kube-controller-manager")
+
+        if self._with_scheduler or self._initial_nodes:
+            self.start_scheduler()
+            phase("kube-scheduler+kwok")
+        if self._initial_nodes:
+            self.add_nodes(self._initial_nodes, gpus=self._node_gpus)
+            phase("nodes")
+
+    def _workload_flags(self, *, runtime_config: bool = False) -> list[str]:
+        if not self.workload_api:
+            return []
+        flags = [gang.feature_gates_flag()]
+        return [*flags, gang.runtime_config_flag()] if runtime_config else flags
+
+    # ------------------------------------------------------------------ scheduler and simulated nodes
+
+    def start_scheduler(self) -> None:
+        """Start kube-scheduler (default profile; with the Workload API on it includes GangScheduling) and
+        the kwok controller (manages the nodes :meth:`add_nodes` creates). Returns once both are ready."""
+        if self.data_dir is None:
+            raise ClusterError("cluster not started")
+        if "kube-scheduler" in self._procs:
+            raise ClusterError("kube-scheduler already started")
+        d, bdir = self.data_dir, self._bdir
+        sched_port, kwok_port = _free_ports(2)
+        self.ports.update({"kube-scheduler": sched_port, "kwok": kwok_port})
+        cfg = d / "kube-scheduler.yaml"
+        cfg.write_text(yaml.safe_dump(gang.scheduler_config(self.kubeconfig_path, self._qps, self._burst)))
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bdir / "kube-scheduler"),
+                f"--config={cfg}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={sched_port}",
+                f"--authentication-kubeconfig={self.kubeconfig_path}",
+                f"--authorization-kubeconfig={self.kubeconfig_path}",
+                *self._workload_flags(),
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(bdir / "kwok"),
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--config={bdir / build.KWOK_STAGES}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={gang.KWOK_NODE_ANNOTATION}={gang.KWOK_NODE_VALUE}",
+                f"--server-address=127.0.0.1:{kwok_port}",
+                "--node-ip=127.0.0.1",
+                "--cidr=10.244.0.0/16",
+            ],
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate
+        self._wait("kube-scheduler", lambda: _get_ok(f"https://127.0.0.1:{sched_port}/readyz", insecure))
+        self._wait("kwok", lambda: _get_ok(f"http://127.0.0.1:{kwok_port}/healthz", None))
+
+    def add_nodes(
+        self,
+        n: int,
+        *,
+        gpus: int = 4,
+        cpu: str = "32",
+        memory: str = "256Gi",
+        labels: dict[str, str] | None = None,
+        prefix: str = "kwok-node",
+    ) -> list[str]:
+        """Create ``n`` simulated nodes with ``gpus`` GPUs each (``nvidia.com/gpu``) and extra ``labels``
+        (e.g. a pool that a test's pods select, so tests sharing a cluster do not share nodes); returns
+        their names once kwok has made every one Ready. Names continue the numbering of earlier calls."""
+        if "kwok" not in self._procs:
+            raise ClusterError("add_nodes needs start_scheduler() (the kwok controller) first")
+        names = [f"{prefix}-{self._node_seq + i}" for i in range(n)]
+        self._node_seq += n
+        for name in names:
+            node = gang.node_manifest(name, gpus=gpus, cpu=cpu, memory=memory, labels=labels)
+            status, obj = self.request("POST", "/api/v1/nodes", node)
+            if status != 201:
+                raise ClusterError(f"create node {name}: {status} {obj}")
+            self.nodes.append(name)
+            # the TaintNodesByCondition admission plugin taints a new node not-ready; the node lifecycle
+            # controller would lift it once Ready, but it is not run here (it would evict pods of
+            # simulated nodes): lift it ourselves, kwok makes the node Ready right after
+            status, obj = self.request(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                {"spec": {"taints": None}},
+                content_type="application/merge-patch+json",
+            )
+            if status != 200:
+                raise ClusterError(f"untaint node {name}: {status} {obj}")
+
+        def ready() -> bool:
+            return all(gang.node_ready(self.request("GET", f"/api/v1/nodes/{m}")[1]) for m in names)
+
+        self._wait("kwok", ready)
+        return names
+
+    def serving_cert(self, name: str) -> tuple[Path, Path]:
+        """A serving certificate for 127.0.0.1 signed by this cluster's CA (:attr:`ca_file`), e.g. for an
+        admission webhook the API server calls; returns (certificate, key) paths in the data dir."""
+        if self.pki is None or self.data_dir is None:
+            raise ClusterError("cluster not started")
+        return pki.issue_serving_cert(self.pki, self.data_dir / "pki" / "issued", name)
+
+    def delete_node(self, name: str) -> None:
+        """Delete a simulated node (its pods stay bound to a node that no longer exists)."""
+        status, obj = self.request("DELETE", f"/api/v1/nodes/{name}")
+        if status not in (200, 404):
+            raise ClusterError(f"delete node {name}: {status} {obj}")
+        if name in self.nodes:
+            self.nodes.remove(name)
 
     # ------------------------------------------------------------------ API server faults
 
@@ -384,7 +535,13 @@ class LocalCluster:
                     file=sys.stderr,
                     flush=True,
                 )
-        for name, timeout in (("kube-controller-manager", 10), ("kube-apiserver", 15), ("etcd", 10)):
+        for name, timeout in (
+            ("kwok", 5),
+            ("kube-scheduler", 5),
+            ("kube-controller-manager", 10),
+            ("kube-apiserver", 15),
+            ("etcd", 10),
+        ):
             proc = self._procs.pop(name, None)
             if proc is not None:
                 _terminate(proc, timeout)
@@ -392,6 +549,7 @@ class LocalCluster:
             f.close()
         self._logs.clear()
         self._argv.clear()
+        self.nodes.clear()
         if self._spawner is not None:
             self._spawner.close()
             self._spawner = None

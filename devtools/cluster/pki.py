@@ -102,3 +102,31 @@ def generate(directory: Path, days: int = 3650) -> Pki:
         sa_key=d / "sa.key",
         sa_pub=d / "sa.pub",
     )
+
+
+def issue_serving_cert(
+    ca: Pki,
+    directory: Path,
+    name: str,
+    sans: tuple[str, ...] = ("IP:127.0.0.1", "DNS:localhost"),
+    days: int = 30,
+) -> tuple[Path, Path]:
+    """A serving certificate signed by the cluster's CA, e.g. for an admission webhook the API server calls
+    over 127.0.0.1 (its caBundle is then ``ca.ca_cert``). Returns (certificate, key) paths."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+    (d / f"{name}.ext").write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        f"subjectAltName={','.join(sans)}\n"
+    )
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca.ca_cert), "-CAkey", str(ca.ca_key),
+        "-CAcreateserial", "-out", f"{name}.crt", "-days", str(days), "-extfile", f"{name}.ext",
+        cwd=d,
+    )  # fmt: skip
+    (d / f"{name}.key").chmod(0o600)
+    return d / f"{name}.crt", d / f"{name}.key"

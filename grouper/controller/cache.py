@@ -100,7 +100,7 @@ _POD_META = (
     "ownerReferences",
     "generateName",
 )
-_POD_SPEC = ("schedulerName", "priorityClassName", "nodeName")
+_POD_SPEC = ("schedulerName", "priorityClassName", "nodeName", "schedulingGroup")
 # `.spec.foo`, `.status["foo"]`, `.spec?.foo` ...: the top-level field a jq path starts with
 _POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*"([^"]+)"\s*\])""")
 

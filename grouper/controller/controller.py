@@ -63,6 +63,7 @@ from grouper.writer.events import EventRecorder
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import PodGroupWriter
 from grouper.writer.pods import PodPatcher
+from grouper.writer.upstream import UpstreamWriter
 
 log = logging.getLogger(__name__)
 REQUIRED = (POD, PODGROUP)
@@ -79,6 +80,7 @@ class ControllerSettings:
     resync_debounce: float = 0.5
     sync_timeout: float = 120.0
     allowed_kinds: frozenset[tuple[str, str]] | None = None  # (group, kind) owners/objects to cache; None: any
+    backend: str = "kai"  # "upstream": write scheduling.k8s.io Workload + PodGroups instead of KAI's
 
 
 class Controller:
@@ -153,6 +155,13 @@ class Controller:
                 metrics=metrics,
             ),
             events=self.recorder,
+            upstream=(
+                UpstreamWriter(
+                    client, self.discovery, expectations=self.expectations, can_write=self.can_write
+                )
+                if settings.backend == "upstream"
+                else None
+            ),
         )
         self.reconciler = Reconciler(
             cache=self.cache,

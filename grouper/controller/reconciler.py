@@ -35,6 +35,7 @@ from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.podgroups import NotLeader, PodGroupWriter
 from grouper.writer.pods import PodPatcher
+from grouper.writer.upstream import UpstreamWriter, upstream_desired
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Writers:
     pod_groups: PodGroupWriter
     pods: PodPatcher
     events: EventRecorder
+    upstream: UpstreamWriter | None = None  # the upstream backend (--backend=upstream) instead of pod_groups
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Reconciler:
     ) -> None:
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
+        self.upstream = writers.upstream
         self.store, self.metrics = store, metrics
         self.enqueue = enqueue
         self.deleted = deleted
@@ -273,13 +276,19 @@ class Reconciler:
             with log_context(podgroup=md.name):
                 op: str | None = None
                 error: str | None = None
+                desired, notes = md.to_object(), m.notes
                 problems = validate_pod_group(md)
                 if problems:
                     error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
                     self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
                 else:
                     try:
-                        op = await self.writer.apply(md)
+                        if self.upstream is not None:
+                            members = [pods_by_name[d.pod_name] for d in m.decisions]
+                            op, up = await self.upstream.apply(md, members)
+                            desired, notes = upstream_desired(up), [*m.notes, *up.notes]
+                        else:
+                            op = await self.writer.apply(md)
                     except ApiError as e:
                         error = (
                             f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
@@ -288,10 +297,10 @@ class Reconciler:
                     md.namespace,
                     md.name,
                     workload=str(wl),
-                    desired=md.to_object(),
+                    desired=desired,
                     operation=op,
                     pods=[d.pod_name for d in m.decisions],
-                    notes=m.notes,
+                    notes=notes,
                     error=error,
                 )
                 if error is not None:
@@ -309,9 +318,12 @@ class Reconciler:
         for ns, name in self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
-        # 3. pods, concurrently (bounded); only for PodGroups that exist as decided
+        # 3. pods, concurrently (bounded); only for PodGroups that exist as decided. The upstream backend
+        # patches no pod: a pod joins its group by spec.schedulingGroup, set only at creation (the webhook).
         todo = [
-            (pods_by_name[d.pod_name], d) for d in grouped if d.pod_group and d.pod_group.name in ok_groups
+            (pods_by_name[d.pod_name], d)
+            for d in grouped
+            if d.pod_group and d.pod_group.name in ok_groups and self.upstream is None
         ]
         outcomes = await asyncio.gather(*(self._patch(pod, d) for pod, d in todo), return_exceptions=True)
         for (pod, _), out in zip(todo, outcomes, strict=True):
@@ -329,7 +341,13 @@ class Reconciler:
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed)
-        if not result.errors and workload_ref is not None and not awaiting_gc and not awaiting_cache:
+        if (
+            not result.errors
+            and workload_ref is not None
+            and not awaiting_gc
+            and not awaiting_cache
+            and self.upstream is None
+        ):
             owners = {workload_ref.uid} | {o.uid(p) for p, _ in mine}  # per-pod PodGroups are owned by pods
             result.written += await self._delete_replaced(wl, owners, {m.metadata.name for m in merged})
 

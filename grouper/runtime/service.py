@@ -40,6 +40,9 @@ from grouper.kube.transport import KubeClient
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.settings import RunSettings, kinds_of
+from grouper.webhook.admission import Admission
+from grouper.webhook.decide import controller_decider
+from grouper.webhook.server import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class Service:
         self.leader: LeaderElector | None = None
         self.probe: ApiProbe | None = None
         self.http: HttpServer | None = None
+        self.webhook: WebhookServer | None = None
+        self.admission: Admission | None = None
         self.stopped = asyncio.Event()
         self._stopping = False
         self._fatal_event = asyncio.Event()
@@ -131,6 +136,7 @@ class Service:
                 namespace_label_selector=s.namespace_label_selector,
                 max_concurrent_reconciles=s.max_concurrent_reconciles,
                 allowed_kinds=cached_kinds(kinds_of(s.extra_owner_kinds)),
+                backend=s.backend,
             ),
             grouper=grouper,
             metrics=self.metrics,
@@ -154,7 +160,27 @@ class Service:
             self.supervisor.spawn("leader-election", self.leader.run)
         else:
             self.controller.start_workers()
+        if s.webhook_bind_address:
+            await self._start_webhook()
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect})
+
+    async def _start_webhook(self) -> None:
+        assert self.controller is not None
+        s = self.settings
+        self.admission = Admission(controller_decider(self.controller), backend=s.backend)
+        self.webhook = WebhookServer(self.admission, s.webhook_bind_address, s.webhook_cert_file, s.webhook_key_file)
+        await self.webhook.start()
+        self.supervisor.spawn("webhook", self._watch_webhook)
+
+    async def _watch_webhook(self) -> None:
+        """Restart the webhook server if it stops by itself (pods are still grouped without it)."""
+        assert self.webhook is not None
+        if self.webhook.task is None or self.webhook.task.done():
+            await self.webhook.start()
+        assert self.webhook.task is not None
+        await asyncio.shield(self.webhook.task)
+        if not self._stopping:
+            raise RuntimeError("the webhook server stopped")
 
     async def _start_http(self) -> None:
         access = api_access(self.settings, lambda: self.client)  # reviews go through the service's client
@@ -187,6 +213,8 @@ class Service:
         if self.controller is not None:
             await self.controller.shutdown(drain=0)
         await self.supervisor.stop()
+        if self.webhook is not None:
+            await self.webhook.stop()
         if self.http is not None:
             await self.http.stop()
         for client in (self.client, self.control):

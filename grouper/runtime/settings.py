@@ -75,6 +75,16 @@ def parse_log_format(value: str) -> str:
     return v
 
 
+BACKENDS = ("kai", "upstream")
+
+
+def parse_backend(value: str) -> str:
+    v = value.strip().lower()
+    if v not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"backend {value!r}: one of {', '.join(BACKENDS)}")
+    return v
+
+
 def parse_http_auth(value: str) -> str:
     v = value.strip().lower()
     if v not in ("kubernetes", "none"):
@@ -145,6 +155,10 @@ class RunSettings:
     shutdown_drain_seconds: float = 10.0
     extra_owner_kinds: str = ""
     identity: str = ""
+    backend: str = "kai"
+    webhook_bind_address: str = ""
+    webhook_cert_file: str = ""
+    webhook_key_file: str = ""
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -212,6 +226,17 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         "this replica's name in the leader-election Lease and in its User-Agent (set it to the pod name); "
         "default: <hostname>_<random uuid>",
     ),
+    "backend": (
+        parse_backend,
+        "what to write: kai = KAI PodGroups (scheduling.run.ai) and pod annotations; upstream = Kubernetes "
+        "Workload + PodGroups (scheduling.k8s.io, 1.37 gang scheduling), pods join them at admission",
+    ),
+    "webhook-bind-address": (
+        str,
+        "HOST:PORT of the mutating admission webhook (TLS) that groups pods at creation; '' = off",
+    ),
+    "webhook-cert-file": (str, "TLS certificate of the webhook server (PEM)"),
+    "webhook-key-file": (str, "TLS private key of the webhook server (PEM)"),
     "extra-owner-kinds": (
         parse_kinds,
         "owner kinds to follow besides the native plugins' and the Karta definitions', "

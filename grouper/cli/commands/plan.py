@@ -12,6 +12,7 @@ import yaml
 
 from grouper.cli.common import add_grouping_flags, default_definitions_dir, grouping_config
 from grouper.core.plan import PlanResult, plan
+from grouper.core.upstream import UpstreamVersions, to_upstream
 from grouper.manifests import ManifestError, load_manifests
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.runtime.composition import build_grouper
@@ -36,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="namespace of namespaced objects that name none, as kubectl apply (default %(default)s)")
     p.add_argument("--karta-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="time limit of one Karta jq evaluation in the sandbox (default %(default)s)")
+    p.add_argument("--backend", choices=["kai", "upstream"], default="kai",
+                   help="upstream: also show the scheduling.k8s.io Workload/PodGroup and what they cannot carry")
     add_grouping_flags(p)
     p.set_defaults(func=run)
 
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     config = grouping_config(args)
     result = plan(objects, build_grouper(config, registry))
-    emit(result, args.output)
+    emit(result, args.output, backend=args.backend)
     return EXIT_POD_ERRORS if result.errors else EXIT_OK
 
 
@@ -117,14 +120,29 @@ def _defaulted(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return {**obj, "metadata": meta} if changed else obj
 
 
-def emit(result: PlanResult, output: str) -> None:
+# offline there is no discovery: the version 1.37 serves (the running backend asks the API server)
+OFFLINE_VERSIONS = UpstreamVersions("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1beta1")
+
+
+def emit(result: PlanResult, output: str, *, backend: str = "kai") -> None:
     data = result.to_json()
+    upstream = [to_upstream(m.metadata, OFFLINE_VERSIONS) for m in result.pod_groups] if backend == "upstream" else []
+    if upstream:
+        data["upstream"] = [
+            {"workload": u.workload, "podGroups": u.pod_groups, "notes": u.notes} for u in upstream
+        ]
     if output == "json":
         print(json.dumps(data, indent=2))
     elif output == "yaml":
         print(yaml.safe_dump(data, sort_keys=False), end="")
     else:
-        print(render_table(result, data))
+        table = render_table(result, data)
+        for u in upstream:
+            (pg,) = u.pod_groups[:1] or [{}]
+            count = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang", {}).get("minCount")
+            table += f"\nupstream Workload+PodGroup {u.workload['metadata']['name']}  gang minCount={count}"
+            table += "".join(f"\n  note: {n}" for n in u.notes)
+        print(table)
 
 
 def render_table(result: PlanResult, data: dict[str, Any]) -> str:

@@ -1,0 +1,1 @@
+"""The mutating admission webhook: pods are put in their group at creation (see :mod:`.admission`)."""
