@@ -37,7 +37,7 @@ $(VENV_STAMP): pyproject.toml
 cluster:
 	$(PYTHON) devtools/cluster/build.py
 
-test: venv cluster helm
+test: venv cluster
 	$(VENV)/bin/pytest -q
 
 lint: venv

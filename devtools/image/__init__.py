@@ -15,6 +15,7 @@ from .build import (
     image_size,
     podman,
     podman_unavailable,
+    run_flags,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "image_size",
     "podman",
     "podman_unavailable",
+    "run_flags",
 ]
