@@ -151,7 +151,7 @@ def test_grouper_as_the_installed_release(helm_bin: str, bare: LocalCluster, adm
         pod_view = g.http.get(f"/pods/{ns}/{bl_pods[1]['metadata']['name']}", headers=auth)
         assert pod_view.status_code == 200, pod_view.text
         text = json.dumps(pod_view.json())
-        assert "forbidden" in text.lower() and "batchlings" in text, text[:2000]
+        assert f"forbidden to read Batchling {ns}/sweep" in text, text[:2000]
         # what the ServiceAccount cannot do (403 from the API server)
         other = admin.create(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", _lease("someone-else"))
         sa = admin.with_token(token)
