@@ -37,8 +37,10 @@ $(VENV_STAMP): pyproject.toml
 cluster:
 	$(PYTHON) devtools/cluster/build.py
 
+# every test: the suite, then the long fuzz run (10,000 generated examples per test, a few minutes)
 test: venv cluster
 	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
 
 lint: venv
 	$(VENV)/bin/ruff check grouper devtools tests

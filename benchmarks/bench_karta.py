@@ -38,7 +38,7 @@ import yaml  # noqa: E402
 
 from grouper.karta import Evaluator, KartaDefinition, KartaEvalError, apply_gang, load_dir  # noqa: E402
 from grouper.karta.jqrun import OBJECT_TEXTS, PROGRAMS, serialize  # noqa: E402
-from grouper.karta.sandbox import SandboxedRunner  # noqa: E402
+from grouper.karta.sandbox import SandboxedRunner, SandboxPool  # noqa: E402
 from grouper.model.objects import GVK  # noqa: E402
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata  # noqa: E402
 
@@ -528,18 +528,24 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=0.4, help="time per cell")
     ap.add_argument("--only", default="", help="substring filter on definition name")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "karta.json"))
+    ap.add_argument("--hostile-memory", action="store_true",
+                    help="instead: peak RSS of this process while a registry upserts the worst Kartas we know")
     args = ap.parse_args()
+    if args.hostile_memory:
+        hostile_memory()
+        return
 
     defs, errors = load_dir(REPO / "definitions")
     test_defs, _ = load_dir(REPO / "tests" / "karta" / "data", origin_prefix="test")
     for e in errors:
         print(f"load error: {e}", file=sys.stderr)
     sandbox = SandboxedRunner(workers=1)
+    pool = SandboxPool(max_workers=2)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     header = (
         f"{'definition':44} {'origin':8} {'obj KB':>6} {'warm/s':>8} {'warm nc/s':>9} {'cold/s':>8} "
-        f"{'cold nc/s':>9} {'gang/s':>8} {'sandbox/s':>9} {'cold us':>8}"
+        f"{'cold nc/s':>9} {'gang/s':>8} {'sandbox/s':>9} {'lane w/s':>8} {'lane c/s':>8} {'cold us':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -571,6 +577,9 @@ def main() -> None:
         cells["sandbox_cold"] = scenario(
             defn, obj, pods, cold=True, fn=decision, seconds=args.seconds, runner=sandbox
         )
+        lane = pool.lane(defn.name)  # how the registry runs every definition now
+        cells["lane_warm"] = scenario(defn, obj, pods, cold=False, fn=decision, seconds=args.seconds, runner=lane)
+        cells["lane_cold"] = scenario(defn, obj, pods, cold=True, fn=decision, seconds=args.seconds, runner=lane)
         PROGRAMS.enabled = False
         PROGRAMS.clear()
         cells["warm_nocache"] = scenario(defn, obj, pods, cold=False, fn=decision, seconds=args.seconds)
@@ -583,7 +592,8 @@ def main() -> None:
             f"{defn.name[:44]:44} {origin:8} {size_kb:6.1f} {cells['warm'].per_second:8.0f} "
             f"{cells['warm_nocache'].per_second:9.0f} {cells['cold'].per_second:8.0f} "
             f"{cells['cold_nocache'].per_second:9.0f} {cells['gang_warm'].per_second:8.0f} "
-            f"{cells['sandbox_cold'].per_second:9.0f} {cells['cold'].mean_us:8.0f}"
+            f"{cells['sandbox_cold'].per_second:9.0f} {cells['lane_warm'].per_second:8.0f} "
+            f"{cells['lane_cold'].per_second:8.0f} {cells['cold'].mean_us:8.0f}"
         )
         rows.append(
             {
@@ -603,11 +613,13 @@ def main() -> None:
             }
         )
     sandbox.close()
+    pool.close()
     for s in skipped:
         print(f"skipped: {s}")
     print(
         "\nwarm = one workload version, distinct pods; cold = new workload version and pod every decision;"
-        "\nnc = compiled-program cache off; gang = full apply_gang (warm); sandbox = cold via worker process."
+        "\nnc = compiled-program cache off; gang = full apply_gang (warm); sandbox = cold via worker process;"
+        "\nlane w/c = warm/cold through the definition's own SandboxPool lane (what the registry uses)."
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -627,6 +639,73 @@ def main() -> None:
         + "\n"
     )
     print(f"wrote {out}")
+
+
+# ---------------------------------------------------------------- hostile memory
+
+
+def _rss_kb() -> tuple[int, int]:
+    """(current RSS, peak RSS) of this process in KiB, from /proc."""
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def _hostile_karta(name: str, rv: int, exprs: list[str], children: int = 0) -> Obj:
+    kids = [
+        {"name": f"c{i}", "ownerRef": "root", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+         "scaleDefinition": {"replicasPath": exprs[i % len(exprs)]}}
+        for i in range(children)
+    ]
+    return {
+        "apiVersion": "run.ai/v1alpha1", "kind": "Karta",
+        "metadata": {"name": name, "resourceVersion": str(rv)},
+        "spec": {
+            "structureDefinition": {
+                "rootComponent": {
+                    "name": "root", "kind": {"group": "evil.example.com", "version": "v1", "kind": "Evil"},
+                    "statusDefinition": {"statusMappings": {"running": [
+                        {"byExpression": {"expression": exprs[0], "expectedResult": "true"}}]}},
+                },
+                "childComponents": kids,
+            },
+            "optimizationInstructions": {"gangScheduling": {"podGroup": {"name": "g"}}},
+        },
+    }
+
+
+def hostile_memory() -> None:
+    """Peak RSS of a process holding a DefinitionRegistry (the controller's) while it upserts
+    the worst single Kartas we could write, each in 20 revisions."""
+    from grouper.karta import DefinitionRegistry
+
+    registry = DefinitionRegistry(REPO / "definitions")
+    base, _ = _rss_kb()
+    long_expr = "[" + ",".join(f".spec.f{i}" for i in range(900)) + "] | length"  # ~9.5 KB
+    cases = {
+        "constant-folding bomb": [f'("x" * {10**9 + i}) | length' for i in range(4)],
+        "exponential defs": ["def f(x): x,x; " + "f(" * 60 + "." + ")" * 60],
+        "deep nesting": ["[" * 3000 + "]" * 3000],
+        "200 x 1 KB distinct expressions": [f"[.spec.a{j}" + " , .spec.b" * 90 + "] | length" for j in range(200)],
+        "20 x 10 KB expressions": [long_expr.replace("f1", f"f{j}x", 1) for j in range(20)],
+    }
+    print(f"{'karta':36} {'revisions':>9} {'seconds':>8} {'RSS MiB':>8} {'peak MiB':>9} valid")
+    print(f"{'(registry with the catalog)':36} {'':>9} {'':>8} {base / 1024:8.1f}")
+    for label, exprs in cases.items():
+        children = len(exprs) if len(exprs) > 4 else 0
+        start = time.monotonic()
+        loaded = None
+        for rv in range(20):
+            variant = [e.replace("length", f"length + {rv}") for e in exprs]
+            loaded = registry.upsert_cluster_object(_hostile_karta("evil", rv, variant, children))
+        elapsed = time.monotonic() - start
+        rss, peak = _rss_kb()
+        ok = "load error" if loaded is None else ("yes" if loaded.report.ok else "no")
+        print(f"{label:36} {20:9d} {elapsed:8.1f} {rss / 1024:8.1f} {peak / 1024:9.1f} {ok}")
+    registry.remove_cluster_object("evil")
+    rss, peak = _rss_kb()
+    print(f"{'(after delete)':36} {'':>9} {'':>8} {rss / 1024:8.1f} {peak / 1024:9.1f}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +32,35 @@ def load_manifests(paths: Iterable[str | Path]) -> list[Manifest]:
     return out
 
 
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_NESTING = 100  # Kubernetes objects nest far less; deeper input is refused before it is walked
+
+
 def _load_file(path: Path) -> list[Manifest]:
     try:
-        text = path.read_text() if str(path) != "-" else __import__("sys").stdin.read()
+        raw = path.read_bytes() if str(path) != "-" else sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_FILE_BYTES:
+        raise ManifestError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+    if b"\x00" in raw:
+        raise ManifestError(f"{path}: not a text file (contains NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: invalid YAML: {exc}") from exc
+        raise ManifestError(f"{path}: invalid YAML: {exc}") from None
+    except RecursionError:
+        raise ManifestError(f"{path}: nests too deeply to parse (limit {MAX_NESTING} levels)") from None
+    for index, doc in enumerate(docs):
+        if not _within(doc, MAX_NESTING):
+            raise ManifestError(f"{path}: document {index}: nests deeper than {MAX_NESTING} levels")
+        where = _non_json(doc)
+        if where is not None:
+            raise ManifestError(f"{path}: document {index}: field {where[0]}: {where[1]}")
     out: list[Manifest] = []
     for index, doc in enumerate(docs):
         if doc is None:
@@ -61,6 +83,43 @@ def _check(obj: dict[str, Any], source: str) -> Manifest:
         if not isinstance(obj.get(fld), str) or not obj.get(fld):
             raise ManifestError(f"{source}: field {fld} is missing")
     meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not meta.get("name"):
-        raise ManifestError(f"{source}: {obj.get('kind')}: field metadata.name is missing")
+    if not isinstance(meta, dict):
+        raise ManifestError(f"{source}: {obj.get('kind')}: field metadata must be a mapping")
+    if not isinstance(meta.get("name"), str) or not meta.get("name"):
+        raise ManifestError(f"{source}: {obj.get('kind')}: field metadata.name must be a non-empty string")
+    ns = meta.get("namespace")
+    if ns is not None and not isinstance(ns, str):
+        raise ManifestError(f"{source}: {obj.get('kind')} {meta['name']}: field metadata.namespace must be a string")
     return Manifest(obj, source)
+
+
+def _non_json(value: Any) -> tuple[str, str] | None:
+    """(field path, problem) of the first value the API server could not hold: a non-finite
+    number (YAML ``.inf`` / ``.nan``) or a non-string key (dates are left to the readers)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return at or "(document)", f"{v} is not a JSON number"
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return at or "(document)", f"key {k!r} is not a string"
+                stack.append((x, f"{at}.{k}" if at else k))
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+    return None
+
+
+def _within(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests at most ``limit`` levels (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return False
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return True

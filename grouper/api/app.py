@@ -10,6 +10,7 @@ that one workload from the API server.
 - ``GET /podgroups`` — managed PodGroups, filtered and paginated, plus ``errors``: workloads that failed to
   group (no PodGroup); ``GET /podgroups/{ns}/{name}`` — one in full.
 - ``GET /pods/{ns}/{name}`` — one pod's decision record (what ``grouper explain --server`` prints).
+- ``GET /workloads`` — one summary row per workload (kind, phase, components, GPUs).
 - ``GET /workloads/{ns}/{kind}/{name}`` — the describe tree of one workload.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
 - ``GET /docs``, ``GET /openapi.json`` — the schema.
@@ -64,6 +65,7 @@ from grouper.api.models import (
     PodGroupDetail,
     PodGroupList,
     WorkloadDescribe,
+    WorkloadList,
     WorkloadRef,
 )
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
@@ -304,6 +306,15 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         return rec
 
     # -------------------------------------------------------------------------------------- workloads
+
+    @app.get("/workloads", response_model=WorkloadList, tags=["workloads"])
+    async def list_workloads(
+        namespace: Annotated[str | None, Query(description="Only this namespace")] = None,
+    ) -> WorkloadList:
+        """Every workload this grouper grouped pods for: kind, phase, components (``leader(1), worker(2)``)
+        and requested GPUs, from the caches (what ``grouper get workloads --server`` prints)."""
+        items = views.workload_list(namespace)
+        return WorkloadList(items=items, count=len(items))
 
     @app.get("/workloads/{namespace}/{kind}/{name}", response_model=WorkloadDescribe, tags=["workloads"],
              responses={**_NOT_FOUND, 502: {"model": ErrorResponse, "description": "Live read failed"}})

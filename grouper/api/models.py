@@ -217,6 +217,31 @@ class WorkloadDescribe(_Model):
     pods: list[PodInfo]
 
 
+class WorkloadComponent(_Model):
+    name: str = Field(description="A component instance of the describe view's Resources table (e.g. leader)")
+    replicas: int = Field(description="Desired replicas (pods)")
+
+
+class WorkloadSummaryView(_Model):
+    namespace: str
+    name: str
+    kind: str
+    apiVersion: str
+    createdAt: str | None
+    phases: list[str] = Field(description="Matched status phases (Karta definition); empty without one")
+    components: list[WorkloadComponent]
+    gpus: int = Field(description="Requested GPUs: desired replicas x pod template, else what the pods request")
+    pods: int
+    definition: str | None
+    origin: str | None
+    warnings: list[str]
+
+
+class WorkloadList(_Model):
+    items: list[WorkloadSummaryView]
+    count: int
+
+
 # ------------------------------------------------------------------------------------------ definitions
 
 
@@ -242,6 +267,9 @@ class DefinitionView(_Model):
         "and it gives status and describe trees"
     )
     notUsedReason: str | None = Field(None, description="Why an inactive definition is not used")
+    quarantine: str | None = Field(
+        None, description="Why its jq is no longer run (it kept timing out in its sandbox) until the definition changes"
+    )
     errors: list[DefinitionIssue]
     warnings: list[DefinitionIssue]
     resourceVersion: str | None = None

@@ -34,6 +34,7 @@ from grouper.api.models import (
     SubGroupView,
     WorkloadError,
     WorkloadRef,
+    WorkloadSummaryView,
 )
 from grouper.api.selectors import Selector
 from grouper.api.state import ObjectSource, StateReader, safe_get
@@ -176,9 +177,17 @@ class Views:
         if reg is None:
             return None
         try:
-            return reg.resolve(GVK.from_api_version(api_version, kind)).definition
+            res = reg.resolve(GVK.from_api_version(api_version, kind))
         except Exception:  # a registry that cannot answer means "no definition"
             return None
+        if res.definition is not None or res.error:
+            return res.definition
+        # A definition without gang instructions (CronJob, Pod, NIMCache in the catalog) does not group,
+        # but it still gives the workload's status and describe tree: use the single usable one.
+        usable = [c for c in res.candidates if getattr(c, "usable", False)]
+        cluster = [c for c in usable if getattr(c, "source", "") == "cluster"]
+        pool = cluster or usable
+        return pool[0].definition if len(pool) == 1 else None
 
     def unused_definition_notes(self, api_version: str, kind: str, plugin: Any) -> list[str]:
         """Why Karta definitions for this kind were not used, when the pods fell back to another plugin."""
@@ -557,6 +566,45 @@ class Views:
                 out.append(r)
         return out
 
+    def workload_list(self, namespace: str | None) -> list[WorkloadSummaryView]:
+        """Every workload this grouper decided pods for (the top owners of its decision records), one
+        summary row each (``grouper.describe.workloads``), from the caches."""
+        from grouper.describe import build_describe
+        from grouper.describe.workloads import summarize, summary_without_definition
+
+        groups: dict[tuple[str, str], tuple[dict[str, Any], list[str]]] = {}
+        for r in self.state.decision_source().pods(namespace):
+            top, pod = r.get("topOwner"), r.get("pod") or {}
+            if not isinstance(top, dict) or not top.get("kind"):
+                continue
+            ns = str(pod.get("namespace") or "")
+            key = (ns, str(top.get("uid") or f"{top.get('apiVersion')}/{top.get('kind')}/{top.get('name')}"))
+            groups.setdefault(key, (top, []))[1].append(str(pod.get("name") or ""))
+        objects = self.state.object_source()
+        out: list[WorkloadSummaryView] = []
+        for (ns, _), (top, pod_names) in groups.items():
+            av, kind, wname = str(top.get("apiVersion") or ""), str(top["kind"]), str(top.get("name") or "")
+            workload = safe_get(objects, av, kind, ns, wname) or {
+                "apiVersion": av, "kind": kind, "metadata": {"name": wname, "namespace": ns, "uid": top.get("uid")}}
+            if not workload.get("apiVersion"):
+                workload = {**workload, "apiVersion": av, "kind": kind}
+            pods = [p for p in (safe_get(objects, "v1", "Pod", ns, n) for n in sorted(set(pod_names))) if p is not None]
+            defn = self.definition_for(av, kind)
+            summary = None
+            if defn is not None:
+                try:
+                    summary = summarize(build_describe(defn, self.evaluator(defn), workload, pods,
+                                                       file_mode=False, pods_attributed=True))
+                except Exception as e:  # the row stays, without the definition's view
+                    summary = summary_without_definition(workload, pods)
+                    summary.definition, summary.origin = defn.name, defn.origin
+                    summary.warnings.append(f"Karta {defn.name}: {e}")
+            if summary is None:
+                summary = summary_without_definition(workload, pods, self.workload_status(workload))
+            summary.pods = max(summary.pods, len(pods))
+            out.append(WorkloadSummaryView.model_validate(summary.to_dict()))
+        return sorted(out, key=lambda s: (s.namespace, s.kind, s.name))
+
     # ------------------------------------------------------------------ definitions
 
     def definitions(self) -> DefinitionList:
@@ -588,6 +636,7 @@ class Views:
                     valid=ld.report.ok,
                     active=active,
                     notUsedReason=why,
+                    quarantine=getattr(ld, "quarantine", None),
                     errors=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
                             for i in ld.report.errors],
                     warnings=[DefinitionIssue(field=i.field, message=i.message, expression=i.expression)
@@ -609,6 +658,7 @@ class Views:
                     valid=False,
                     active=False,
                     notUsedReason="cannot be loaded",
+                    quarantine=None,
                     errors=[DefinitionIssue(field=str(getattr(e, "field", "") or ""),
                                             message=str(getattr(e, "message", e)))],
                     warnings=[],

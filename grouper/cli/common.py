@@ -23,7 +23,10 @@ def add_grouping_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler-name", default=d.scheduler_name, help="pods to handle (default %(default)s)")
     parser.add_argument("--queue-label-key", default=d.queue_label_key)
     parser.add_argument("--nodepool-label-key", default=d.nodepool_label_key)
-    parser.add_argument("--knative-gang-schedule", type=parse_bool, default=d.knative_gang_schedule, metavar="BOOL")
+    parser.add_argument("--knative-gang-schedule", "--gang-schedule-knative", dest="knative_gang_schedule",
+                        type=parse_bool, default=d.knative_gang_schedule, metavar="BOOL")
+    parser.add_argument("--deployment-gang-schedule", "--gang-schedule-deployment", dest="deployment_gang_schedule",
+                        type=parse_bool, default=d.deployment_gang_schedule, metavar="BOOL")
     parser.add_argument("--generic-karta-fallback", type=parse_bool, default=d.generic_karta_fallback, metavar="BOOL")
     parser.add_argument("--search-legacy-pg", type=parse_bool, default=d.search_legacy_pg, metavar="BOOL")
     parser.add_argument("--default-priorities-configmap-name", default="")

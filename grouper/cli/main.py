@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        print(f"error: grouper {args.command}: the input nests too deeply to process", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"error: grouper {args.command}: out of memory processing the input", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the last line of defence: a message, never a traceback
+        if os.environ.get("GROUPER_DEBUG"):
+            raise
+        print(
+            f"error: grouper {args.command}: internal error {type(exc).__name__}: {exc} "
+            "(please report it; GROUPER_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

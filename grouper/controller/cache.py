@@ -150,6 +150,21 @@ def slim_pod(pod: Obj) -> Obj:
 _DEFAULT_SHAPE = PodShape()
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim_owner(obj: Obj) -> Obj:
+    """Owners and other read objects as cached: no managedFields and no kubectl last-applied copy (a
+    second copy of the whole object, never read by grouping — the default grouper does not copy it)."""
+    obj = strip_managed_fields(obj)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        ann = meta.get("annotations")
+        if isinstance(ann, dict) and LAST_APPLIED in ann:
+            obj["metadata"] = {**meta, "annotations": {k: v for k, v in ann.items() if k != LAST_APPLIED}}
+    return obj
+
+
 def slim_podgroup(pg: Obj) -> Obj:
     """PodGroups as cached: no ``status`` (written by the scheduler, never read by us) and no managedFields."""
     pg = strip_managed_fields(pg)
@@ -228,7 +243,7 @@ class ClusterCache:
             return Informer(
                 self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics
             )
-        return Informer(self.client, res, metrics=self.metrics)
+        return Informer(self.client, res, transform=slim_owner, metrics=self.metrics)
 
     async def ensure(self, gvk: GVK, *, timeout: float = 30.0) -> str:
         """Make ``gvk`` cached: ``"ready"``, ``"absent"`` (not served), ``"forbidden"`` or ``"error"``."""

@@ -195,27 +195,30 @@ class Controller:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Start and sync the informers grouping always needs. Workers start separately (leadership)."""
+        """Start and sync the informers grouping always needs. Workers start separately (leadership).
+
+        The cluster's Kartas come first and are applied before any pod is routed: they decide which
+        owner kinds may be followed, and a pod decided before its kind's definition is known would be
+        grouped wrongly once (and written twice)."""
         loop_start = time.monotonic()
+        if self.settings.watch_kartas and self.karta_sync is not None:
+            res = await self.cache.ensure(KARTA)
+            if res != "ready":
+                log.warning("not watching %s (%s); grouping continues without cluster Kartas", KARTA, res)
+                if res == "absent":
+                    self._spawn(self._retry_kind(KARTA, 60.0))
+            await self.karta_sync.wait_idle()
         required = list(REQUIRED)
         if self.settings.namespace_label_selector:
             required.append(NAMESPACE)
         results = await asyncio.gather(
-            *(self.cache.ensure(gvk, timeout=self.settings.sync_timeout) for gvk in required)
+            *(self.cache.ensure(gvk, timeout=self.settings.sync_timeout) for gvk in [*required, PRIORITY_CLASS])
         )
-        for gvk, res in zip(required, results, strict=True):
-            if res != "ready":
+        for gvk, res in zip([*required, PRIORITY_CLASS], results, strict=True):
+            if res != "ready" and gvk in required:
                 raise RuntimeError(f"cannot watch {gvk}: {res}")
-        optional = [PRIORITY_CLASS] + (
-            [KARTA] if self.settings.watch_kartas and self.definitions is not None else []
-        )
-        for gvk, res in zip(
-            optional, await asyncio.gather(*(self.cache.ensure(gvk) for gvk in optional)), strict=True
-        ):
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
-                if gvk == KARTA and res == "absent":
-                    self._spawn(self._retry_kind(KARTA, 60.0))
         await self.cache.start_defaults_configmap()
         self._started = True
         self.started_at = time.monotonic()

@@ -34,13 +34,12 @@ Kinds = set[tuple[str, str]]  # (group, kind)
 
 
 def definition_kinds(defn: KartaDefinition) -> Kinds:
-    """Every (group, kind) a definition names: its root, its components, its additional child kinds."""
+    """The (group, kind) of a definition's root and components: the owners its pods can have. Its
+    ``additionalChildKinds`` (Services, routes, ...) own no pods and are not followed."""
     out: Kinds = set()
     for c in defn.components():
         if c.kind is not None and c.kind.kind:
             out.add((c.kind.group, c.kind.kind))
-    for gvk in defn.additional_child_kinds:
-        out.add((gvk.group, gvk.kind))
     if defn.gvk.kind:
         out.add((defn.gvk.group, defn.gvk.kind))
     return out
@@ -101,6 +100,11 @@ class KartaSync:
 
         informer.add_handler(handler)
 
+    async def wait_idle(self) -> None:
+        """Until every event received so far is applied."""
+        while self._consumer is not None and not self._consumer.done():
+            await asyncio.shield(self._consumer)
+
     @property
     def pending(self) -> int:
         return self._events.qsize() + (0 if self._consumer is None or self._consumer.done() else 1)
@@ -123,8 +127,8 @@ class KartaSync:
         if etype == DELETED:
             self.registry.remove_cluster_object(name)
         else:
-            # parsing + validating runs in a worker thread: a huge definition must not stall the loop
-            loaded = await asyncio.to_thread(self.registry.upsert_cluster_object, obj)
+            # parsing + validating (compiling in the definition's sandbox lane) runs off the loop
+            loaded = await self.registry.upsert_cluster_object_async(obj)
             self._report_invalid(obj, loaded)
             if loaded is not None:
                 affected |= definition_kinds(loaded.definition)
@@ -161,10 +165,13 @@ class KartaSync:
         self.spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
 
     def update_metrics(self) -> None:
-        """``podgrouper_karta_definitions{origin,state}``; cluster Kartas that failed to load count as invalid."""
-        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in ("valid", "invalid")}
+        """``podgrouper_karta_definitions{origin,state}`` (state: valid, invalid, quarantined); cluster Kartas
+        that failed to load count as invalid."""
+        states = ("valid", "invalid", "quarantined")
+        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in states}
         for ld in self.registry.all():
-            counts[(ld.source, "valid" if ld.report.ok else "invalid")] += 1
+            state = "quarantined" if ld.quarantine else "valid" if ld.report.ok else "invalid"
+            counts[(ld.source, state)] += 1
         counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
         for (origin, state), n in counts.items():
             self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)

@@ -42,9 +42,6 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader
 Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
-# Decision errors that are a pure function of objects the decision read: retrying cannot fix them, a
-# change to one of those objects re-queues the workload (its dependencies are indexed).
-PERMANENT_REASONS = frozenset({"OwnerCycle", "OwnerChainTooDeep", "InvalidWorkload", "InvalidPodGroup"})
 AWAIT_GC_SECONDS = 5.0
 # A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
 # the pod's (two streams). Wait for it quietly instead of reporting a missing owner.
@@ -260,7 +257,7 @@ class Reconciler:
                 )
                 self.metrics.decision_errors.labels(reason=d.reason).inc()
                 result.errors.append(d.message)
-                if d.reason not in PERMANENT_REASONS:
+                if d.retryable:  # else: a pure function of objects it read; their next change re-queues it
                     transient_errors += 1
                 await self._warn(pod, workload_obj, d.message)
 
@@ -306,6 +303,8 @@ class Reconciler:
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
+                for warning in md.warnings:  # e.g. semi-preemptible with segments: written, but said
+                    await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
         for ns, name in self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed

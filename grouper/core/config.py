@@ -11,6 +11,9 @@ class GroupingConfig:
     queue_label_key: str = "kai.scheduler/queue"
     nodepool_label_key: str = "kai.scheduler/node-pool"
     knative_gang_schedule: bool = True
+    # KAI v0.18 ``--deployment-gang-schedule`` / Config ``gangScheduleDeployment``: one PodGroup per
+    # Deployment (False: one per pod, the v0.17 behaviour).
+    deployment_gang_schedule: bool = True
     generic_karta_fallback: bool = True
     # KAI's legacy-shape paths (pre-existing flat PodGroups) for batch Job, JobSet and Ray.
     search_legacy_pg: bool = True

@@ -18,8 +18,8 @@ class GroupingContext:
 
     ``owners`` is the owner chain, direct owner first and top owner last (empty for a bare pod);
     ``top_owner`` is the full top-owner object (the pod itself for a bare pod).
-    ``native_plugin_for`` looks a plugin up by exact GVK in the native table only; the
-    skip-top-owner plugin uses it to delegate to the kind below the skipped owner.
+    ``plugin_for`` picks a plugin for a GVK through the whole hub (exact, wildcard version, Karta,
+    default); the skip-top-owner plugin uses it to delegate to the kind below the skipped owner.
     """
 
     pod: Obj
@@ -27,7 +27,7 @@ class GroupingContext:
     owners: list[Obj]
     lookups: Lookups
     config: GroupingConfig = field(default_factory=GroupingConfig)
-    native_plugin_for: Callable[[GVK], Plugin | None] | None = None
+    plugin_for: Callable[[GVK], Plugin | None] | None = None
 
     def replace(self, **changes: object) -> GroupingContext:
         from dataclasses import replace

@@ -26,6 +26,7 @@ class Decision:
     owner_chain: list[OwnerRef] = field(default_factory=list)  # direct owner first, top owner last
     top_owner: OwnerRef | None = None
     notes: list[str] = field(default_factory=list)
+    retryable: bool = True  # for an error: whether retrying without any object changing can succeed
 
     @property
     def pod_key(self) -> str:

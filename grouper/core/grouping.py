@@ -56,6 +56,7 @@ class Grouper:
             self._decide(pod, lookups, decision)
         except GroupingError as exc:
             decision.outcome, decision.reason, decision.message = "error", exc.reason, str(exc)
+            decision.retryable = exc.retryable
         except Exception as exc:  # a plugin bug must not take the service down; report it
             log.exception("unexpected error grouping pod %s", decision.pod_key)
             decision.outcome, decision.reason = "error", "InternalError"
@@ -103,7 +104,7 @@ class Grouper:
             owners=chain.owners,
             lookups=lookups,
             config=self.config,
-            native_plugin_for=self.hub.native_for,
+            plugin_for=self.hub.plugin_for,
         )
         md = selection.plugin.metadata(ctx)
         if md is None:
@@ -123,6 +124,7 @@ class Grouper:
         if errors:
             raise InvalidPodGroup("; ".join(errors))
         d.pod_group = md
+        d.notes.extend(f"warning: {w}" for w in md.warnings)
         d.sub_group = md.sub_group_of(o.name(pod))
         d.outcome, d.reason = "grouped", "Grouped"
         d.message = f"PodGroup {md.name}" + (f", sub-group {d.sub_group}" if d.sub_group else "")

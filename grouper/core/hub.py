@@ -49,8 +49,13 @@ class PluginHub:
         self._karta_fallback = karta_fallback and definitions is not None and karta_plugin is not None
 
     def native_for(self, gvk: GVK) -> Plugin | None:
-        """Exact-GVK native lookup only (what skip-top-owner delegation uses, like KAI)."""
+        """Exact-GVK native lookup only."""
         return self._native.get((gvk.group, gvk.version, gvk.kind))
+
+    def plugin_for(self, gvk: GVK) -> Plugin:
+        """The plugin the whole hub picks (exact, wildcard, Karta, default): what skip-top-owner
+        delegation uses since KAI v0.18 (PR #2067)."""
+        return self.select(gvk).plugin
 
     def select(self, gvk: GVK) -> Selection:
         plugin = self._native.get((gvk.group, gvk.version, gvk.kind)) or self._native.get(

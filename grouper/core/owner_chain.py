@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 
 from grouper.core.lookups import Lookups
 from grouper.model import objects as o
-from grouper.model.errors import LookupForbidden, OwnerNotFound, OwnerUidMismatch
+from grouper.model.errors import (
+    InvalidWorkload,
+    LookupForbidden,
+    OwnerChainTooDeep,
+    OwnerCycle,
+    OwnerNotFound,
+    OwnerUidMismatch,
+)
 from grouper.model.objects import Obj
 
 MAX_DEPTH = 32  # guards against reference cycles, which the API server does not prevent
@@ -33,8 +40,36 @@ class OwnerChain:
     notes: list[str] = field(default_factory=list)
 
 
+def checked_references(obj: Obj) -> list[dict]:
+    """``metadata.ownerReferences`` as a list of objects; anything else is ``InvalidWorkload``
+    naming the field (a hand-written manifest can hold any YAML there)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if refs is None:
+        return []
+    if not isinstance(refs, list):
+        raise InvalidWorkload(
+            f"must be a list of owner references, got {type(refs).__name__}",
+            obj=o.describe(obj),
+            field="metadata.ownerReferences",
+        )
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, dict):
+            raise InvalidWorkload(
+                f"must be an object, got {type(ref).__name__}", obj=o.describe(obj),
+                field=f"metadata.ownerReferences[{i}]",
+            )
+        for key in ("apiVersion", "kind", "name"):
+            if not isinstance(ref.get(key), str) or not ref.get(key):
+                raise InvalidWorkload(
+                    "must be a non-empty string", obj=o.describe(obj),
+                    field=f"metadata.ownerReferences[{i}].{key}",
+                )
+    return refs
+
+
 def controlling_reference(obj: Obj) -> dict | None:
-    refs = o.owner_references(obj)
+    refs = checked_references(obj)
     if not refs:
         return None
     for ref in refs:
@@ -56,9 +91,9 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
         ref = controlling_reference(current)
         if ref is None:
             break
-        if len(o.owner_references(current)) > 1:
+        if len(checked_references(current)) > 1:
             notes.append(
-                f"{o.describe(current)} has {len(o.owner_references(current))} owners; "
+                f"{o.describe(current)} has {len(checked_references(current))} owners; "
                 f"followed {ref.get('kind')}/{ref.get('name')}"
                 + (" (the controller reference)" if ref.get("controller") else " (the first)")
             )
@@ -86,7 +121,7 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
         if not owner.get("apiVersion") or not owner.get("kind"):
             owner = {**owner, "apiVersion": api_version, "kind": kind}
         if _identity(owner) in seen:
-            raise OwnerNotFound(
+            raise OwnerCycle(
                 f"owner reference cycle through {kind} {ns}/{name}", obj=o.describe(current),
                 field="metadata.ownerReferences",
             )
@@ -94,7 +129,9 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
         owners.append(owner)
         current = owner
     else:
-        raise OwnerNotFound(f"owner chain deeper than {MAX_DEPTH}", obj=o.describe(pod))
+        raise OwnerChainTooDeep(
+            f"owner chain deeper than {MAX_DEPTH} levels", obj=o.describe(pod), field="metadata.ownerReferences"
+        )
     return OwnerChain(owners, owners[-1] if owners else pod, notes=notes)
 
 

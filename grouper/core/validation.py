@@ -13,6 +13,7 @@ from collections import Counter
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
 from grouper.model.podgroup import PodGroupMetadata
 
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE_MAX = 63  # sub-group names travel as the kai.scheduler/subgroup-name label value
 INT32_MAX = 2**31 - 1  # minMember and minSubGroup are int32 in the API
@@ -25,6 +26,11 @@ def validate_pod_group(md: PodGroupMetadata) -> list[str]:
     if not is_subdomain(md.name):
         errors.append(
             f"{where}: metadata.name must be a lowercase RFC 1123 subdomain of at most {MAX_NAME_LENGTH} characters"
+        )
+    if md.queue and (len(md.queue) > LABEL_VALUE_MAX or not _LABEL_VALUE.match(md.queue)):
+        errors.append(
+            f"{where}: spec.queue {md.queue!r} is not a valid label value (at most {LABEL_VALUE_MAX} "
+            "characters: alphanumerics, '-', '_', '.', starting and ending with an alphanumeric)"
         )
     if md.min_member is not None and md.min_sub_group is not None:
         errors.append(f"{where}: spec.minMember and spec.minSubGroup are mutually exclusive")

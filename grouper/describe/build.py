@@ -56,24 +56,32 @@ def _natural(key: str) -> tuple[Any, ...]:
 
 
 def _pod_reason(pod: Obj) -> str | None:
+    """Why a pod is not ready, as ``kli describe`` says it (a ready pod has no reason): the scheduler's
+    reason (PodScheduled=False, e.g. ``Unschedulable``), else ``status.reason`` (``Evicted``), else the
+    Ready condition's reason (``ContainersNotReady`` for a running pod that is not ready,
+    ``PodCompleted``). Where kli would print nothing we add the container's waiting / terminated reason
+    (``ErrImagePull``, ``Error``) or ``Terminating``."""
+    if _pod_ready(pod):
+        return None
     status = pod.get("status") or {}
-    if meta(pod).get("deletionTimestamp"):
-        return "Terminating"
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    for cond in conditions:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("reason") or "Unschedulable")
     if status.get("reason"):
         return str(status["reason"])
-    phase = status.get("phase")
+    for cond in conditions:
+        if cond.get("type") == "Ready" and cond.get("status") == "False" and cond.get("reason"):
+            return str(cond["reason"])
+    if meta(pod).get("deletionTimestamp"):
+        return "Terminating"
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in status.get(key) or []:
-            state = cs.get("state") or {} if isinstance(cs, dict) else {}
-            waiting = state.get("waiting") or {}
-            if waiting.get("reason"):
-                return str(waiting["reason"])
-            term = state.get("terminated") or {}
-            if term.get("reason") and (term.get("exitCode") or phase == "Failed"):
-                return str(term["reason"])
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return str(cond.get("reason") or "Unschedulable")
+            state = (cs.get("state") or {}) if isinstance(cs, dict) else {}
+            for part in ("waiting", "terminated"):
+                reason = (state.get(part) or {}).get("reason")
+                if reason and reason != "Completed":
+                    return str(reason)
     return None
 
 
@@ -122,7 +130,6 @@ class _Builder:
         self._templates: dict[str, dict[str, Obj]] = {}
         self._subtree: dict[str, set[str]] = {}
         # component -> (desired, resources) summed over every row of it (the Resources table)
-        self.table: dict[str, tuple[int, Resources]] = {}
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -142,11 +149,30 @@ class _Builder:
     def scales(self, c: Component) -> dict[str, Scale]:
         if c.name not in self._scales:
             try:
-                self._scales[c.name] = self.ev.scale(self.workload, c)
+                self._scales[c.name] = self._non_negative(c, self.ev.scale(self.workload, c))
             except KartaEvalError as e:
                 self.warn(str(e))
                 self._scales[c.name] = {}
         return self._scales[c.name]
+
+    def _non_negative(self, c: Component, scales: dict[str, Scale]) -> dict[str, Scale]:
+        """A negative count is shown as 0 with a warning naming the value and its expression."""
+        paths = c.scale.paths() if c.scale else {}
+        out: dict[str, Scale] = {}
+        for iid, sc in scales.items():
+            fixed: dict[str, int | None] = {}
+            values = {"replicas": sc.replicas, "minReplicas": sc.min_replicas, "maxReplicas": sc.max_replicas}
+            for field_name, value in values.items():
+                if value is not None and value < 0:
+                    where = f"component {c.name}" + (f" instance {iid}" if iid else "")
+                    self.warn(
+                        f"Karta {self.defn.name}, {where}: {field_name} {value} is negative, shown as 0 "
+                        f"(expression '{paths.get(field_name, '')}')"
+                    )
+                    value = 0
+                fixed[field_name] = value
+            out[iid] = Scale(fixed["replicas"], fixed["minReplicas"], fixed["maxReplicas"])
+        return out
 
     def templates(self, c: Component) -> dict[str, Obj]:
         if c.name not in self._templates:
@@ -272,8 +298,6 @@ class _Builder:
             desired = desired_of(self.scales(c).get(iid)) if c.scale is not None else 1
             spec = (self.templates(c).get(iid) or {}).get("spec") or {}
             resources = pod_request(spec).times(desired) if spec.get("containers") else _sum(v.resources for v in own)
-            d, r = self.table.get(c.name, (0, ZERO))
-            self.table[c.name] = (d + desired, r + resources)
         views = own + [v for k in kids for v in _all_pod_views(k)]
         return ComponentNode(
             name=c.name,
@@ -318,16 +342,40 @@ class _Builder:
             children=_present(children),
         )
 
-    def resource_table(self, pod_counts: dict[str, int]) -> list[ResourceRow]:
-        """Per pod-bearing component (definition order): desired and resources over the tree;
-        components with nothing desired and no pods are left out."""
-        rows: list[ResourceRow] = []
-        for c in self.defn.components():
-            if c.name in self.table:
-                d, r = self.table[c.name]
-                if d or pod_counts.get(c.name):
-                    rows.append(ResourceRow(c.name, d, r))
-        return rows
+
+def _accounted(n: ComponentNode) -> list[ComponentNode]:
+    """The children whose requests are part of ``n.resources`` (per-replica-key rows only list pods)."""
+    return [ch for ch in n.children if not (ch.replica_key is not None and ch.replicas.desired is None)]
+
+
+def _own_request(n: ComponentNode) -> Resources:
+    total = n.resources
+    for ch in _accounted(n):
+        total = total - ch.resources
+    return total
+
+
+def _is_grouping(n: ComponentNode) -> bool:
+    """kli's rule: a row that only repeats its children (no pods, nothing requested of its own, its
+    replicas the sum of theirs) gets no Resources row."""
+    kids = _accounted(n)
+    if not kids or n.pods:
+        return False
+    return _own_request(n) == ZERO and (n.replicas.desired or 0) == sum(ch.replicas.desired or 0 for ch in kids)
+
+
+def resource_rows(nodes: list[ComponentNode]) -> list[ResourceRow]:
+    """The Resources table as ``kli describe`` prints it: one row per component *instance* of the tree
+    (pre-order, e.g. ``leader 1``, ``worker 2`` for a JobSet), each charged only what it requests beyond
+    its children, so the rows sum to the total."""
+    rows: list[ResourceRow] = []
+    for n in nodes:
+        if n.replica_key is not None and n.replicas.desired is None:
+            continue  # a pod list of one replica of a multi-node component: counted on its parent
+        if not _is_grouping(n):
+            rows.append(ResourceRow(n.label, n.replicas.desired or 0, _own_request(n)))
+        rows.extend(resource_rows(n.children))
+    return rows
 
 
 def _present(nodes: list[ComponentNode]) -> list[ComponentNode]:
@@ -371,7 +419,10 @@ def build_describe(
     pod belongs to the workload (e.g. from grouping decisions); the owner-chain check is skipped.
     Evaluation problems become ``warnings``."""
     b = _Builder(defn, evaluator, workload)
-    mine = list(pods) if pods_attributed else pods_of(workload, pods, objects or [])
+    if GVK.of(workload) == GVK("", "v1", "Pod"):
+        mine = [workload]  # a bare pod is its own (only) pod
+    else:
+        mine = list(pods) if pods_attributed else pods_of(workload, pods, objects or [])
     infos = [b.classify(p) for p in mine]
     assigned = [p for p in infos if p.component is not None]
     unassigned = sorted((p.view for p in infos if p.component is None), key=lambda v: _natural(v.name))
@@ -387,10 +438,7 @@ def build_describe(
         b.warn(str(e))
         phases = ["Undefined"]
     top = _present(top)
-    counts: dict[str, int] = {}
-    for p in assigned:
-        counts[p.component or ""] = counts.get(p.component or "", 0) + 1
-    table = b.resource_table(counts)
+    table = resource_rows(top)
     gvk = GVK.of(workload)
     return DescribeView(
         name=name(workload),

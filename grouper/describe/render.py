@@ -2,7 +2,7 @@
 
     JobSet/trainer   namespace: ml-team   definition: jobset-... (builtin:...)   age: 5m
 
-    `-- replicatedjob         5/5 ready   gpu: 4   node-a, node-b
+    `-- replicatedjob         5/5 ready   gpu: 4   node-a,node-b
         |-- leader            1/1 ready            node-a
         |   `-- trainer-...   Running              node-a
     ...
@@ -10,7 +10,8 @@
 
     Resources:
     COMPONENT       REPLICAS   GPU   CPU   MEMORY
-    replicatedjob   5          4     20    80Gi
+    leader          1          0     4     16Gi
+    worker          4          4     16    64Gi
     TOTAL           5          4     20    80Gi
 """
 
@@ -65,9 +66,9 @@ def _limit(pods: list[PodView], limit: int) -> tuple[list[PodView], str | None]:
     shown_bad = sum(1 for p in shown if not p.healthy)
     hidden = len(pods) - len(shown)
     if shown_bad == total_bad:
-        trailer = f"...  and {hidden} more ({shown_bad} unhealthy shown)"
+        trailer = f"and {hidden} more ({shown_bad} unhealthy shown)"
     else:
-        trailer = f"...  and {hidden} more ({shown_bad} of {total_bad} unhealthy shown)"
+        trailer = f"and {hidden} more ({shown_bad} of {total_bad} unhealthy shown)"
     return shown, trailer
 
 
@@ -86,11 +87,11 @@ def _tree_rows(nodes: list[ComponentNode], file_mode: bool, pod_limit: int) -> l
             branch = "`-- " if last else "|-- "
             child_indent = indent + ("    " if last else "|   ")
             if isinstance(item, str):
-                rows.append([indent + branch + item, "", "", ""])
+                rows.append([indent + branch + "...", item, "", ""])  # kli: the note sits in the status cell
             elif isinstance(item, PodView):
                 rows.append([indent + branch + item.name, *_pod_cells(item)])
             else:
-                rows.append([indent + branch + item.label, status(item), _gpu(item.resources.gpus), ", ".join(item.nodes)])
+                rows.append([indent + branch + item.label, status(item), _gpu(item.resources.gpus), ",".join(item.nodes)])
                 pods, trailer = _limit(item.pods, pod_limit)
                 sub: list[ComponentNode | PodView | str] = [*item.children, *pods]
                 if trailer:
@@ -110,9 +111,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def render_table(view: DescribeView, *, now: datetime | None = None, pod_limit: int = 0) -> str:
     """The human-readable describe output (ends with a newline)."""
-    header = [f"{view.kind}/{view.name}"]
-    if view.namespace:
-        header.append(f"namespace: {view.namespace}")
+    header = [f"{view.kind}/{view.name}", f"namespace: {view.namespace or '<none>'}"]
     header.append(f"definition: {view.definition} ({view.origin})")
     a = None if view.file_mode else age(view.created_at, now)
     if a:

@@ -38,6 +38,13 @@ class Resources:
             self.memory_bytes + other.memory_bytes,
         )
 
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpus - other.gpus,
+            self.cpu_millis - other.cpu_millis,
+            self.memory_bytes - other.memory_bytes,
+        )
+
     def times(self, n: int) -> Resources:
         return Resources(self.gpus * n, self.cpu_millis * n, self.memory_bytes * n)
 

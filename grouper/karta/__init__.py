@@ -13,7 +13,8 @@ Modules (one job each)::
     validate.py  upstream validation rules + the holes upstream leaves open
     values.py    Go/gojq-compatible rendering of results (%v, tostring, int32 decoding)
     jqrun.py     compiled-program cache, object serialization cache, fused evaluation, bounds
-    sandbox.py   killable worker processes for untrusted definitions (+ _jqworker.py)
+    sandbox.py   killable worker processes: per-definition lanes, quarantine (+ _jqworker.py)
+    gojq.py      what upstream's gojq can call (validation rejects the rest)
     evaluate.py  Evaluator: instances, specs, scale, status, pod matching, subtree scale
     gang.py      gang instructions -> PodGroupMetadata
     registry.py  definitions by GVK (built-in catalog + cluster Kartas)
@@ -23,7 +24,7 @@ Public API::
     load_file(path, *, origin=None) -> list[KartaDefinition]        # raises KartaLoadError
     load_dir(path, *, origin_prefix="builtin") -> (defs, [KartaLoadError])
     from_object(obj, origin) -> KartaDefinition                      # raises KartaLoadError
-    validate(defn) -> ValidationReport(.errors, .warnings, .ok)      # Issue(definition, field, message, expression)
+    validate(defn, checker=None) -> ValidationReport(.errors, .warnings, .ok)  # jq compiled in the sandbox
     Evaluator(defn, *, max_outputs=1000, timeout_s=10.0, isolate=False, runner=None)
         .instance_ids(obj, component) -> list[str]
         .pod_templates(obj, component) -> dict[str, dict]
@@ -35,9 +36,11 @@ Public API::
         .matches_component_type / infer_component / instance_of_pod / group_keys /
         .passes_filters / evaluate(obj, expr)
     apply_gang(defn, evaluator, top_owner, pod, base) -> PodGroupMetadata | None
-    DefinitionRegistry(builtin_dir, *, isolate_cluster=True)
-        .upsert_cluster_object(obj) / .remove_cluster_object(name) / .resolve(gvk) -> Resolution
-        .all() -> list[LoadedDefinition] / .evaluator(defn) -> Evaluator
+    DefinitionRegistry(builtin_dir, *, isolate_cluster=True, isolate_builtin=True, timeout_s=10, pool=None)
+        .upsert_cluster_object(obj) / await .upsert_cluster_object_async(obj)
+        .remove_cluster_object(name) / .resolve(gvk) -> Resolution
+        .all() -> list[LoadedDefinition] (with .quarantine) / .quarantined() -> {name: reason}
+        .evaluator(defn) -> Evaluator
     Errors: KartaLoadError(ValueError); KartaEvalError(grouper.model.errors.KartaError).
 
 Design notes
@@ -68,13 +71,17 @@ resourceVersion are assumed identical (mutate in place → change or drop resour
 
 Bounds. Per expression at most ``max_outputs - 1`` outputs (upstream: the 1000th output already
 fails "query results exceed the allowed number 1000"); generators are cut by ``limit``/the lazy
-iterator. Time: libjq cannot be interrupted in-process, so (1) validation rejects unbounded
-constructs (below), and (2) definitions from the cluster (untrusted) are evaluated in killable
-worker processes (``sandbox.SandboxedRunner``: ``python -I``, empty environment, RLIMIT_AS cap,
-per-query deadline ``timeout_s``, worker killed and replaced on timeout or crash). The registry
-does this by default (``isolate_cluster=True``); ``Evaluator(isolate=True)`` does it explicitly.
-A fused query that times out fails all its expressions (re-running them one by one could cost
-n x timeout). Built-in definitions run in-process, trusted and validated.
+iterator. libjq cannot be interrupted in-process and folds constants while *compiling*
+(``("x" * 1e9) | length`` allocates a gigabyte at compile time), so no definition's jq is compiled
+or run in the caller's process by the registry or by ``validate``: both happen in killable worker
+processes (``sandbox.SandboxPool``: ``python -I``, empty environment, RLIMIT_AS cap, response-size
+cap, per-query deadline ``timeout_s``, worker killed and replaced on timeout or crash). Each
+definition has its own lane (one worker, one query in flight) over a bounded pool, so a hostile
+definition queues behind itself; a lane that times out 3 times in a row is quarantined until the
+definition changes. ``Evaluator(defn)`` without a runner still runs in-process (tests, benchmarks,
+trusted callers). A fused query that times out is re-run expression by expression until the one that
+ran out of time is found; the others are blamed on it. Input limits (``loader.check_limits``):
+256 KiB, 256 components, 32 ownerRef levels, JSON nesting 64, expressions of 10,000 characters.
 
 Validation (``validate.py``, ``jqsyntax.py``). Upstream rules and messages (karta.md §2.1, §2.2),
 with libjq compile errors for parse failures and our own parser for the read-only check (so
@@ -82,7 +89,9 @@ strings, ``==``, ``<=``, object keys are not mistaken for assignment or calls). 
 ``env``/``$ENV``/``input(s)``/``input_filename``/``$__loc__``/``halt``/``debug``/``stderr``/module
 directives, ``while``/``until``, ``combinations``/``leaf_paths``/``recurse_down``, recursive
 ``def`` (direct or mutual — jq has no forward references, so any recursion is a self-reference
-inside the def's own body) are rejected; ``limit``, ``getpath``, ``splits``, ``test`` stay allowed
+inside the def's own body), programs a static cost model finds exponential
+(``jqsyntax.blowup_reasons``), string repetition by a big literal, and every builtin or format
+upstream's gojq lacks (``gojq.py``, from gojq v0.12.19) are rejected; ``limit``, ``getpath``, ``splits``, ``test`` stay allowed
 (regex backtracking and string blow-ups are left to the sandbox). Also checked (§7.11): unknown
 /empty/duplicate ``podGroup.subGroups[].componentName``, incomplete topology, ``metadataPath``
 without ``podSpecPath``, CRD CEL/required rules, suspend values that are not JSON; warnings for

@@ -265,8 +265,25 @@ class Evaluator:
         if out is None:
             out = self._adhoc(obj, expr)
         if out.error is not None:
+            if out.blame is not None and out.blame != expr:
+                # a timeout in the fused batch: name the expression that ran out of time
+                culprit = self._owner_of(out.blame)
+                raise self._err(
+                    f"JQ execution error: not evaluated because expression '{out.blame}'"
+                    + (f" of component {culprit}" if culprit else "")
+                    + " timed out first",
+                    component,
+                    expr,
+                )
             raise self._err(f"JQ execution error: {out.error}", component, expr)
         return list(out.values)
+
+    def _owner_of(self, expr: str) -> str | None:
+        """The first component (in definition order) whose fields use ``expr``."""
+        for c in self.definition.components():
+            if expr in _component_exprs(c):
+                return c.name
+        return None
 
     def _adhoc(self, obj: Obj, expr: str) -> Outcome:
         """An expression outside the definition's batches: evaluated alone, cached on its own."""
@@ -535,7 +552,7 @@ class Evaluator:
                     self.definition.root,
                     expr,
                 ) from None
-            if not outs or outs[0] is None:
+            if not outs:  # a null result is compared as "null", like upstream (expectedResult: "null")
                 return False
             if gojq_tostring(outs[0]) != m.by_expression.expected_result:
                 return False
@@ -696,6 +713,34 @@ class Evaluator:
                 return 1
             return len(ids)
         return sum(self._scale_b(obj, k, None, seen | {c.name}) for k in self._children(c, seen | {c.name}))
+
+
+def _component_exprs(c: Component) -> set[str]:
+    out: set[str] = set()
+    if c.instance_id_path:
+        out.add(c.instance_id_path)
+    if c.scale:
+        out.update(c.scale.paths().values())
+    if c.spec:
+        out.update(p for p in (c.spec.pod_template_spec_path, c.spec.pod_spec_path, c.spec.metadata_path) if p)
+        out.update((c.spec.fragmented or {}).values())
+    sel = c.pod_selector
+    if sel:
+        out.update(
+            p
+            for p in (
+                sel.component_type.key_path if sel.component_type else None,
+                sel.instance_id_path,
+                sel.replica_key_path,
+            )
+            if p
+        )
+    st = c.status
+    if st:
+        out.update(p for p in (st.phase_path, st.conditions.path if st.conditions else None) if p)
+        for matchers in st.mappings.values():
+            out.update(m.by_expression.expression for m in matchers if m.by_expression)
+    return out
 
 
 def _union_fields(exprs: Iterable[str]) -> frozenset[str] | None:

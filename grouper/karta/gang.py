@@ -130,7 +130,7 @@ def _apply_v2(
             raise _err(defn, f"component {sg.component_name} not found", sg.component_name)
         size = ev.subtree_scale(top_owner, comp)
         if size == 0:
-            raise _err(defn, f"component {comp.name} must expose a replica scale definition", comp.name)
+            raise _err(defn, _zero_scale(ev, top_owner, comp), comp.name)
         topo = _topology(defn, sg.topology, comp.name) if sg.topology is not None else None
         pods = [pod_name] if pod_name and pod_in_subtree(ev, pod, comp) else []
         subs.append(SubGroup(name=comp.name, min_member=size, topology=topo, pods=pods))
@@ -149,6 +149,29 @@ def _apply_v2(
             ev.subtree_scale(top_owner, defn.root),
             f"{src}: subtree scale of root component {defn.root.name}",
         )
+
+
+def _zero_scale(ev: Evaluator, obj: dict[str, Any], comp: Component) -> str:
+    """Why a sub-group's size came out 0, naming the scale values and their expressions."""
+    defn = ev.definition
+    if not defn.has_scale_definition:
+        return f"component {comp.name} must expose a replica scale definition"
+    found: list[str] = []
+    for c in (comp, *defn.descendants(comp.name)):
+        if c.scale is None:
+            continue
+        paths = c.scale.paths()
+        for iid, sc in ev.scale(obj, c).items():
+            for name, value in (("replicas", sc.replicas), ("minReplicas", sc.min_replicas)):
+                if f"{name}" in paths:
+                    shown = "null" if value is None else str(value)
+                    where = f"component {c.name}" + (f" instance {iid}" if iid else "")
+                    found.append(f"{where}: {name} {shown} (expression '{paths[name]}')")
+    detail = "; ".join(found) if found else "no component in it has replicas or minReplicas"
+    return (
+        f"sub-group {comp.name} has no pods to wait for: its scale is 0 ({detail}); "
+        "a gang needs replicas (or minReplicas) of at least 1"
+    )
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ object to jq ~1-2 ms per run (it is re-parsed on every run). So:
 
 Bounds: each expression may produce at most ``max_outputs - 1`` outputs (upstream: the 1000th
 output already fails with "query results exceed the allowed number 1000"); ``limit`` cuts a huge
-generator off early. libjq cannot be interrupted, so time is bounded by validation (no unbounded
-constructs) in-process, and by a killable worker process (``grouper.karta.sandbox``) for
-untrusted definitions.
+generator off early. libjq cannot be interrupted and folds constants while compiling, so a runner
+that can compile (``compile_errors``) is asked to compile too: the sandbox never lets libjq see
+untrusted text in this process. ``InProcessRunner`` is for trusted text only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jq
 import orjson
@@ -253,10 +253,12 @@ IN_PROCESS = InProcessRunner()
 
 @dataclass(frozen=True)
 class Outcome:
-    """All outputs of one expression on one object, or why there are none."""
+    """All outputs of one expression on one object, or why there are none. ``blame``: the
+    expression that caused the error when it is another one (a timeout of a fused batch)."""
 
     values: tuple[Any, ...] = ()
     error: str | None = None
+    blame: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -285,6 +287,65 @@ def _outcome_from_pair(pair: Any, max_outputs: int) -> Outcome:
     return Outcome(values=tuple(payload))
 
 
+class CompileChecker(Protocol):
+    """Compiles expressions somewhere safe and returns libjq's error for each (None: compiles)."""
+
+    def compile_errors(self, exprs: Sequence[str], timeout_s: float | None = ...) -> list[str | None]: ...
+
+
+class _CompileResults:
+    """Text digest → compile error (or None). Compile results depend only on the text and libjq,
+    so one cache serves every runner; only *computing* a result must happen where it is safe.
+    Keyed by digest so long hostile expressions do not stay in memory."""
+
+    def __init__(self, maxsize: int = 8192) -> None:
+        self.maxsize = maxsize
+        self._lock = threading.Lock()
+        self._items: OrderedDict[bytes, str | None] = OrderedDict()
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def lookup(self, exprs: Sequence[str], checker: Any, timeout_s: float | None) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        missing: list[str] = []
+        with self._lock:
+            for e in exprs:
+                k = self._key(e)
+                if k in self._items:
+                    self._items.move_to_end(k)
+                    out[e] = self._items[k]
+                else:
+                    missing.append(e)
+        if missing:
+            if checker is None:
+                found = [compile_error(e) for e in missing]
+            else:
+                found = checker.compile_errors(missing, timeout_s)
+            with self._lock:
+                for e, err in zip(missing, found, strict=True):
+                    out[e] = self._items[self._key(e)] = (err[:2000] if err else err)
+                while len(self._items) > self.maxsize:
+                    self._items.popitem(last=False)
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+COMPILE_RESULTS = _CompileResults()
+
+
+def compile_errors(
+    exprs: Sequence[str], checker: CompileChecker | None = None, timeout_s: float | None = 10.0
+) -> dict[str, str | None]:
+    """libjq's compile error per expression, computed by ``checker`` (a sandbox) or, without
+    one, in this process (trusted text only). Raises ``JqError`` when the checker fails."""
+    return COMPILE_RESULTS.lookup(list(dict.fromkeys(exprs)), checker, timeout_s)
+
+
 def evaluate_many(
     exprs: Iterable[str],
     input_text: str,
@@ -295,36 +356,51 @@ def evaluate_many(
 ) -> dict[str, Outcome]:
     """Evaluate distinct expressions on one input, in one jq run when possible.
 
-    Expressions that do not compile get their compile error; if the fused program itself fails
-    (it should not), each expression is run alone. A timeout fails every expression of the
-    batch (re-running them one by one could cost n x timeout).
+    Expressions that do not compile get their compile error (compiled by the runner when it
+    can: a sandbox never lets libjq compile untrusted text in this process). If the fused
+    program itself fails (it should not), each expression is run alone. When the fused run
+    times out, the expressions are run one by one until the one that times out is found: it
+    gets the timeout, the rest that did not run are blamed on it.
     """
     results: dict[str, Outcome] = {}
     good: list[str] = []
-    for e in dict.fromkeys(exprs):
-        err = compile_error(e)
+    distinct = list(dict.fromkeys(exprs))
+    checker = cast(CompileChecker, runner) if hasattr(runner, "compile_errors") else None
+    try:
+        errors = compile_errors(distinct, checker, timeout_s)
+    except JqError as exc:
+        return {expr: Outcome(error=str(exc)) for expr in distinct}
+    for text in distinct:
+        err = errors.get(text)
         if err is not None:
-            results[e] = Outcome(error=f"failed to compile JQ expression: {err}")
+            results[text] = Outcome(error=f"failed to compile JQ expression: {err}")
         else:
-            good.append(e)
+            good.append(text)
     if not good:
         return results
     if len(good) > 1:
         try:
             out = runner.run(fused_program(good, max_outputs), input_text, 2, timeout_s)
-        except JqTimeout as e:
-            for expr in good:
-                results[expr] = Outcome(error=str(e))
-            return results
+        except JqTimeout:
+            out = None
         except JqError:
             out = []
-        if len(out) == 1 and isinstance(out[0], list) and len(out[0]) == len(good):
+        if out is not None and len(out) == 1 and isinstance(out[0], list) and len(out[0]) == len(good):
             for expr, pair in zip(good, out[0], strict=True):
                 results[expr] = _outcome_from_pair(pair, max_outputs)
             return results
+    culprit: str | None = None
     for expr in good:
+        if culprit is not None:
+            results[expr] = Outcome(
+                error=f"not evaluated: expression '{culprit}' timed out first", blame=culprit
+            )
+            continue
         try:
             results[expr] = Outcome(values=tuple(runner.run(expr, input_text, max_outputs, timeout_s)))
+        except JqTimeout as e:
+            culprit = expr
+            results[expr] = Outcome(error=str(e))
         except JqError as e:
             results[expr] = Outcome(error=str(e))
     return results

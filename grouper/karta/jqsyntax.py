@@ -22,6 +22,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from grouper.karta import gojq
 
 # ---------------------------------------------------------------- reasons / policy
 
@@ -284,9 +287,12 @@ class Node:
     pos: int = 0
 
     def walk(self) -> Iterator[Node]:
-        yield self
-        for c in self.children:
-            yield from c.walk()
+        """Pre-order, iteratively (nested generators cost O(depth) per node)."""
+        stack: list[Node] = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(reversed(n.children))
 
 
 def _n(kind: str, value: str = "", *children: Node, pos: int = 0) -> Node:
@@ -842,10 +848,23 @@ class _RootReads:
         return False  # identity, recurse, def, directive, program, unknown
 
 
-@functools.lru_cache(maxsize=8192)
+_CACHED_LENGTH = 1024  # longer expressions are analysed each time: a cache must stay small
+
+
 def root_fields(expr: str) -> frozenset[str] | None:
     """Top-level fields of its input that ``expr`` reads, or None if it may read anything
     (conservative: any doubt gives None)."""
+    if len(expr) > _CACHED_LENGTH:
+        return _root_fields(expr)
+    return _root_fields_cached(expr)
+
+
+@functools.lru_cache(maxsize=8192)
+def _root_fields_cached(expr: str) -> frozenset[str] | None:
+    return _root_fields(expr)
+
+
+def _root_fields(expr: str) -> frozenset[str] | None:
     try:
         tree = parse(expr)
     except JqSyntaxError:
@@ -862,6 +881,9 @@ def root_fields(expr: str) -> frozenset[str] | None:
 
 
 # ---------------------------------------------------------------- the check
+
+
+_LITERAL_CALLS = frozenset({("true", 0), ("false", 0), ("null", 0)})
 
 
 def _call_reason(name: str) -> str | None:
@@ -900,6 +922,8 @@ class _Checker:
             self.add(f"modifying operator '{node.value}' is not allowed")
         if k in ("var", "patvar") and node.value in FORBIDDEN_VARS:
             self.add(f"variable '${node.value}' is not allowed")
+        if k == "format" and f"@{node.value}" not in gojq.FORMATS:
+            self.add(f"format '@{node.value}' is not available in gojq (upstream's jq engine)")
         if k == "def":
             ident = id(node)
             arity = len(node.params)
@@ -921,6 +945,11 @@ class _Checker:
                 reason = _call_reason(node.value)
                 if reason:
                     self.add(reason)
+                elif not gojq.has_function(node.value, arity) and (node.value, arity) not in _LITERAL_CALLS:
+                    self.add(
+                        f"function '{node.value}/{arity}' is not available in gojq (upstream's jq engine "
+                        f"{gojq.VERSION}); the definition would fail there"
+                    )
             else:
                 if target in open_defs:
                     self.add(
@@ -945,4 +974,164 @@ def check(expr: str) -> list[str]:
         checker.visit(tree, (), frozenset())
     except RecursionError:
         raise JqSyntaxError("expression nests too deeply") from None
+    if not any("recursive function" in r for r in checker.reasons):
+        for reason in blowup_reasons(tree):
+            checker.add(reason)
     return checker.reasons
+
+
+# ---------------------------------------------------------------- exponential programs
+
+# An expression whose estimated evaluation steps or outputs exceed these is rejected. Real
+# definitions estimate below 100; ``def f(x): x,x;`` nested 20 deep estimates 2^20.
+MAX_ESTIMATED_WORK = 1_000_000
+MAX_ESTIMATED_OUTPUTS = 100_000
+_CAP = 10**15
+_MAX_STEPS = 200_000  # the estimate itself is bounded: past this the expression is "too complex"
+MAX_REPEAT_LITERAL = 10_000  # "x" * N with a literal N beyond this is rejected
+
+
+class _TooComplex(Exception):
+    pass
+
+
+Cost = tuple[int, int]  # (work, outputs), both saturating at _CAP
+
+
+def _sat(x: int) -> int:
+    return x if x < _CAP else _CAP
+
+
+class _CostModel:
+    """Static estimate of how many evaluation steps and outputs an expression costs, treating
+    every data-dependent iteration (``.[]``, ``map``) as one: what grows here is the program's
+    own blow-up — closures used several times and nested, comma/pipe chains — which no input
+    limit bounds. Recursion is rejected separately, so the call graph is a DAG and the walk
+    ends; memoised per (definition, argument costs)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self._memo: dict[tuple[int, tuple[Cost, ...]], Cost] = {}
+
+    def cost(self, n: Node, env: dict[tuple[str, int], Any]) -> Cost:
+        self.steps += 1
+        if self.steps > _MAX_STEPS:
+            raise _TooComplex
+        k, c = n.kind, n.children
+        if k == "program":
+            return self.cost(c[-1], env) if c else (1, 1)
+        if k == "def":
+            inner = {**env, (n.value, len(n.params)): ("def", n, env)}
+            return self.cost(c[1], inner) if len(c) > 1 else (1, 1)
+        if k == "op":
+            (wa, oa), (wb, ob) = self.cost(c[0], env), self.cost(c[1], env)
+            if n.value in (",", "//"):
+                return _sat(wa + wb), _sat(oa + ob)
+            if n.value == "|":
+                return _sat(wa + oa * wb), _sat(oa * ob)
+            return _sat(wb + ob * wa + 1), _sat(oa * ob)
+        if k == "bind":
+            (ws, os_), (wp, _), (wb, ob) = (self.cost(x, env) for x in c)
+            return _sat(ws + wp + os_ * wb), _sat(os_ * ob)
+        if k == "call":
+            return self.call(n, env)
+        if k in ("reduce", "foreach"):
+            parts = [self.cost(x, env) for x in c]
+            (ws, os_), (wi, oi) = parts[0], parts[2]
+            wu = sum(w for w, _ in parts[3:])
+            if k == "reduce":
+                return _sat(ws + wi + os_ * wu), oi
+            ou = 1
+            for _, o in parts[3:]:
+                ou = _sat(ou * o)
+            return _sat(ws + wi + os_ * wu), _sat(os_ * ou)
+        if k == "if":
+            parts = [self.cost(x, env) for x in c]
+            return _sat(1 + sum(w for w, _ in parts)), _sat(parts[0][1] * max(o for _, o in parts[1:]))
+        if k == "try":
+            parts = [self.cost(x, env) for x in c]
+            return _sat(1 + sum(w for w, _ in parts)), _sat(sum(o for _, o in parts))
+        if k == "array":
+            w = self.cost(c[0], env)[0] if c else 0
+            return _sat(1 + w), 1
+        if k in ("group", "label"):
+            return self.cost(c[0], env) if c else (1, 1)
+        work, outs = 1, 1
+        for x in c:
+            w, o = self.cost(x, env)
+            work, outs = _sat(work + w), _sat(outs * o)
+        return work, outs
+
+    def call(self, n: Node, env: dict[tuple[str, int], Any]) -> Cost:
+        args = n.children
+        bound = env.get((n.value, len(args)))
+        if bound is None:  # a builtin: its closures run once per input element (data, not program)
+            work, outs = 1, 1
+            for a in args:
+                w, o = self.cost(a, env)
+                work, outs = _sat(work + w), _sat(outs * o)
+            return work, outs
+        if bound[0] == "param":
+            cost: Cost = bound[1]
+            return cost
+        _, dnode, denv = bound
+        arg_costs = tuple(self.cost(a, env) for a in args)
+        key = (id(dnode), arg_costs)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        inner = {**denv, (dnode.value, len(dnode.params)): ("def", dnode, denv)}
+        pre_work, fanout = 0, 1
+        for p, (w, o) in zip(dnode.params, arg_costs, strict=True):
+            if p.startswith("$"):  # a value parameter: the body runs once per output of the argument
+                pre_work, fanout = _sat(pre_work + w), _sat(fanout * o)
+                inner[(p[1:], 0)] = ("param", (1, 1))
+            else:
+                inner[(p, 0)] = ("param", (w, o))
+        wb, ob = self.cost(dnode.children[0], inner)
+        result = (_sat(pre_work + fanout * wb), _sat(fanout * ob))
+        self._memo[key] = result
+        return result
+
+
+def _contains_string(n: Node) -> bool:
+    return any(x.kind in ("string", "format") for x in n.walk())
+
+
+def _big_literal(n: Node) -> float | None:
+    while n.kind == "group" and n.children:
+        n = n.children[0]
+    if n.kind != "literal":
+        return None
+    try:
+        return float(n.value)
+    except ValueError:
+        return None
+
+
+def blowup_reasons(tree: Node) -> list[str]:
+    """Reasons an (already parsed, recursion-free) expression may blow up in time or memory."""
+    reasons: list[str] = []
+    for n in tree.walk():
+        if n.kind == "op" and n.value == "*" and len(n.children) == 2:
+            a, b = n.children
+            for num, other in ((a, b), (b, a)):
+                v = _big_literal(num)
+                if v is not None and abs(v) > MAX_REPEAT_LITERAL and _contains_string(other):
+                    reasons.append(
+                        f"string repetition by {num.value} may exhaust memory "
+                        f"(at most {MAX_REPEAT_LITERAL} is allowed)"
+                    )
+                    break
+    model = _CostModel()
+    try:
+        work, outs = model.cost(tree, {})
+    except (_TooComplex, RecursionError):
+        return [*reasons, "expression is too complex to bound (nested function calls)"]
+    if work > MAX_ESTIMATED_WORK or outs > MAX_ESTIMATED_OUTPUTS:
+        reasons.append(
+            f"expression may take exponential time or output (about {float(work):.3g} steps and "
+            f"{float(outs):.3g} outputs, limits {MAX_ESTIMATED_WORK:g} and {MAX_ESTIMATED_OUTPUTS:g}): "
+            "a function that uses its argument more than once, nested, or long comma/pipe chains"
+        )
+    return reasons

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from grouper.karta.errors import KartaLoadError
@@ -319,10 +320,73 @@ def _gang(value: Any, path: str) -> GangScheduling | None:
 # ---------------------------------------------------------------- public API
 
 
+# Input limits (a Karta is a few KB in practice; these keep a hostile one from costing minutes
+# of validation or megabytes of memory in the controller). The API server caps objects at ~1.5 MB.
+MAX_OBJECT_BYTES = 256 * 1024
+MAX_COMPONENTS = 256
+MAX_NESTING = 64  # JSON nesting depth of the object
+MAX_COMPONENT_DEPTH = 32  # ownerRef chain length from a child up to the root
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+def _nesting(value: Any, limit: int) -> int | None:
+    """Depth of ``value`` if at most ``limit``, else None (iterative: no recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    deepest = 0
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return None
+        deepest = max(deepest, d)
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def check_limits(obj: dict[str, Any]) -> None:
+    """Raise ``KartaLoadError`` when ``obj`` is beyond the input limits (before parsing it)."""
+    if _nesting(obj, MAX_NESTING) is None:
+        raise KartaLoadError(f"the object nests deeper than {MAX_NESTING} levels")
+    spec = obj.get("spec")
+    sd = spec.get("structureDefinition") if isinstance(spec, dict) else None
+    kids = sd.get("childComponents") if isinstance(sd, dict) else None
+    if isinstance(kids, list) and len(kids) + 1 > MAX_COMPONENTS:
+        raise KartaLoadError(
+            f"{len(kids) + 1} components, more than the limit of {MAX_COMPONENTS}",
+            field="spec.structureDefinition.childComponents",
+        )
+    try:
+        size = len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise KartaLoadError(f"the object is not JSON-serializable: {e}") from None
+    if size > MAX_OBJECT_BYTES:
+        raise KartaLoadError(f"the object is {size} bytes, more than the limit of {MAX_OBJECT_BYTES}")
+
+
+def _check_depth(root: Component, children: list[Component]) -> None:
+    by_name = {c.name: c for c in children}
+    for i, c in enumerate(children):
+        depth, cur, seen = 1, c, {c.name}
+        while cur.owner_ref and cur.owner_ref != root.name and cur.owner_ref in by_name:
+            cur = by_name[cur.owner_ref]
+            if cur.name in seen:
+                break  # a cycle: the validator reports it
+            seen.add(cur.name)
+            depth += 1
+            if depth > MAX_COMPONENT_DEPTH:
+                raise KartaLoadError(
+                    f"component '{c.name}' is more than {MAX_COMPONENT_DEPTH} ownerRef levels below the root",
+                    field=f"spec.structureDefinition.childComponents[{i}].ownerRef",
+                )
+
+
 def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
     """Parse one Karta (or legacy ResourceInterface) object. Raises ``KartaLoadError``."""
     if not isinstance(obj, dict):
         raise KartaLoadError(f"document must be an object, got {type(obj).__name__}")
+    check_limits(obj)
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or (api_version, kind) not in ACCEPTED:
@@ -343,6 +407,7 @@ def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
         _component(c, f"spec.structureDefinition.childComponents[{i}]")
         for i, c in enumerate(_list(sd.get("childComponents"), "spec.structureDefinition.childComponents"))
     ]
+    _check_depth(root, children)
     extra: list[GVK] = []
     for i, g in enumerate(
         _list(sd.get("additionalChildKinds"), "spec.structureDefinition.additionalChildKinds")
@@ -368,28 +433,50 @@ def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
 
 
 def _documents(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise KartaLoadError(f"invalid JSON: {e}", file=str(path)) from e
-        return data if isinstance(data, list) else [data]
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise KartaLoadError(f"file is {size} bytes, more than the limit of {MAX_FILE_BYTES}", file=str(path))
+    raw = path.read_bytes()
+    if b"\x00" in raw:
+        raise KartaLoadError("not a text file (contains NUL bytes)", file=str(path))
     try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KartaLoadError(f"not UTF-8 text: {e}", file=str(path)) from None
+    return parse_documents(text, str(path), json_only=path.suffix == ".json")
+
+
+def parse_documents(text: str, source: str, *, json_only: bool = False) -> list[Any]:
+    """YAML (or JSON) documents of ``text``; deep nesting and bad syntax are ``KartaLoadError``s."""
+    try:
+        if json_only:
+            data = json.loads(text)
+            return data if isinstance(data, list) else [data]
         return list(yaml.safe_load_all(text))
+    except json.JSONDecodeError as e:
+        raise KartaLoadError(f"invalid JSON: {e}", file=source) from None
     except yaml.YAMLError as e:
-        raise KartaLoadError(f"invalid YAML: {e}", file=str(path)) from e
+        raise KartaLoadError(f"invalid YAML: {e}", file=source) from None
+    except RecursionError:
+        raise KartaLoadError("the document nests too deeply to parse", file=source) from None
 
 
-def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
-    """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
+def load_text(data: bytes, source: str, *, origin: str | None = None) -> list[KartaDefinition]:
+    """All definitions in YAML/JSON bytes (e.g. stdin), with the same checks as ``load_file``."""
+    if len(data) > MAX_FILE_BYTES:
+        raise KartaLoadError(f"input is {len(data)} bytes, more than the limit of {MAX_FILE_BYTES}", file=source)
+    if b"\x00" in data:
+        raise KartaLoadError("not a text file (contains NUL bytes)", file=source)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KartaLoadError(f"not UTF-8 text: {e}", file=source) from None
+    return _definitions(parse_documents(text, source), source, origin or f"file:{source}")
 
-    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
-    """
-    p = Path(path)
-    base = origin or f"file:{p}"
+
+def _definitions(docs: list[Any], source: str, base: str) -> list[KartaDefinition]:
     out: list[KartaDefinition] = []
-    for index, doc in enumerate(_documents(p)):
+    for index, doc in enumerate(docs):
         if doc is None:
             continue
         items = [doc]
@@ -399,8 +486,17 @@ def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefin
             try:
                 out.append(from_object(item, base if index == 0 else f"{base}#{index}"))
             except KartaLoadError as e:
-                raise e.located(str(p), index) from None
+                raise e.located(source, index) from None
     return out
+
+
+def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
+    """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
+
+    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
+    """
+    p = Path(path)
+    return _definitions(_documents(p), str(p), origin or f"file:{p}")
 
 
 def load_dir(

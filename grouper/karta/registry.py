@@ -20,16 +20,19 @@ can update the registry while grouping threads resolve.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from grouper.karta.errors import KartaLoadError
 from grouper.karta.evaluate import Evaluator
+from grouper.karta.jqrun import CompileChecker
 from grouper.karta.loader import from_object, load_dir
 from grouper.karta.model import KartaDefinition
-from grouper.karta.validate import ValidationReport, validate
+from grouper.karta.sandbox import SandboxPool, shared_pool
+from grouper.karta.validate import ValidationReport, lane_key, validate
 from grouper.model.objects import GVK
 
 BUILTIN, CLUSTER = "builtin", "cluster"
@@ -40,6 +43,7 @@ class LoadedDefinition:
     definition: KartaDefinition
     origin: str
     report: ValidationReport
+    quarantine: str | None = None  # set in ``DefinitionRegistry.all()`` when the sandbox quarantined it
 
     @property
     def source(self) -> str:
@@ -75,8 +79,8 @@ class _Snapshot:
     cluster_errors: dict[str, KartaLoadError]
 
 
-def _loaded(defn: KartaDefinition) -> LoadedDefinition:
-    return LoadedDefinition(defn, defn.origin, validate(defn))
+def _loaded(defn: KartaDefinition, checker: CompileChecker | None) -> LoadedDefinition:
+    return LoadedDefinition(defn, defn.origin, validate(defn, checker))
 
 
 class DefinitionRegistry:
@@ -86,13 +90,18 @@ class DefinitionRegistry:
         *,
         builtin: list[KartaDefinition] | None = None,
         isolate_cluster: bool = True,
+        isolate_builtin: bool = True,
         timeout_s: float = 10.0,
+        pool: SandboxPool | None = None,
     ) -> None:
         """``builtin_dir``: catalog directory (e.g. the repo's ``definitions/``); ``builtin``:
-        extra in-memory definitions. ``isolate_cluster``: evaluators for cluster definitions run
-        jq in the sandbox worker (untrusted input)."""
+        extra in-memory definitions. ``isolate_cluster`` / ``isolate_builtin``: evaluators run jq
+        in the definition's own sandbox lane (``pool``, default the process-wide one) instead of
+        this process. Validation always compiles jq in the sandbox."""
         self.isolate_cluster = isolate_cluster
+        self.isolate_builtin = isolate_builtin
         self.timeout_s = timeout_s
+        self.pool = pool if pool is not None else shared_pool()
         self.load_errors: list[KartaLoadError] = []
         defs: list[KartaDefinition] = list(builtin or [])
         if builtin_dir is not None:
@@ -109,7 +118,7 @@ class DefinitionRegistry:
                     )
                 )
                 continue
-            builtins[d.name] = _loaded(d)
+            builtins[d.name] = _loaded(d, self.pool.lane(lane_key(d)))
         self._snap = _Snapshot(builtins, {}, {})
         self._write = threading.Lock()
         self._evaluators: dict[int, tuple[KartaDefinition, Evaluator]] = {}
@@ -119,9 +128,13 @@ class DefinitionRegistry:
 
     def upsert_cluster_object(self, obj: dict[str, Any]) -> LoadedDefinition | None:
         """Add or replace a cluster Karta. Returns it, or None when the object cannot be parsed
-        (the error is kept in ``cluster_errors()`` and any previous version is dropped)."""
+        (the error is kept in ``cluster_errors()`` and any previous version is dropped).
+
+        Blocking (parsing and validation, jq compiled in the definition's sandbox lane): from an
+        event loop use ``upsert_cluster_object_async``."""
         meta = obj.get("metadata") if isinstance(obj, dict) else None
-        name = str((meta or {}).get("name") or "") if isinstance(meta, dict) else ""
+        raw_name = meta.get("name") if isinstance(meta, dict) else None
+        name = raw_name if isinstance(raw_name, str) else ""
         try:
             defn = from_object(obj, f"{CLUSTER}:Karta/{name}")
         except KartaLoadError as e:
@@ -131,13 +144,18 @@ class DefinitionRegistry:
                 cluster.pop(name, None)
                 self._snap = _Snapshot(s.builtin, cluster, {**s.cluster_errors, name: e})
             return None
-        loaded = _loaded(defn)
+        loaded = _loaded(defn, self.pool.lane(lane_key(defn)))
         with self._write:
             s = self._snap
             errors = dict(s.cluster_errors)
             errors.pop(name, None)
             self._snap = _Snapshot(s.builtin, {**s.cluster, defn.name: loaded}, errors)
         return loaded
+
+    async def upsert_cluster_object_async(self, obj: dict[str, Any]) -> LoadedDefinition | None:
+        """``upsert_cluster_object`` in a worker thread, so the event loop keeps running while
+        a large Karta is parsed and validated (the jq itself is compiled in the sandbox)."""
+        return await asyncio.to_thread(self.upsert_cluster_object, obj)
 
     def remove_cluster_object(self, name: str) -> None:
         with self._write:
@@ -151,12 +169,30 @@ class DefinitionRegistry:
     # ---------------------------------------------------------------- reads
 
     def all(self) -> list[LoadedDefinition]:
-        """Cluster definitions, then built-ins not shadowed by a cluster one of the same name."""
+        """Cluster definitions, then built-ins not shadowed by a cluster one of the same name;
+        ``quarantine`` says why the sandbox stopped evaluating one (None when it runs)."""
         s = self._snap
         out = sorted(s.cluster.values(), key=lambda x: x.definition.name)
         out += sorted(
             (b for n, b in s.builtin.items() if n not in s.cluster), key=lambda x: x.definition.name
         )
+        return [self._with_quarantine(x) for x in out]
+
+    def _with_quarantine(self, x: LoadedDefinition) -> LoadedDefinition:
+        q = self.quarantine(x.definition)
+        return x if q == x.quarantine else replace(x, quarantine=q)
+
+    def quarantine(self, defn: KartaDefinition) -> str | None:
+        """Why the sandbox quarantined this definition (repeated timeouts), or None. Lifted
+        when the definition changes (a new version gets a fresh sandbox lane)."""
+        return self.pool.quarantine_of(lane_key(defn))
+
+    def quarantined(self) -> dict[str, str]:
+        """Definition name → quarantine reason, for every quarantined definition in effect."""
+        out: dict[str, str] = {}
+        for x in self.all():
+            if x.quarantine is not None:
+                out[x.definition.name] = x.quarantine
         return out
 
     def cluster_errors(self) -> dict[str, KartaLoadError]:
@@ -164,7 +200,8 @@ class DefinitionRegistry:
 
     def get(self, name: str) -> LoadedDefinition | None:
         s = self._snap
-        return s.cluster.get(name) or s.builtin.get(name)
+        x = s.cluster.get(name) or s.builtin.get(name)
+        return None if x is None else self._with_quarantine(x)
 
     def resolve(self, gvk: GVK) -> Resolution:
         s = self._snap
@@ -219,8 +256,10 @@ class DefinitionRegistry:
             hit = self._evaluators.get(id(defn))
             if hit is not None and hit[0] is defn:
                 return hit[1]
-            isolate = self.isolate_cluster and defn.origin.startswith(f"{CLUSTER}:")
-            ev = Evaluator(defn, isolate=isolate, timeout_s=self.timeout_s)
+            cluster = defn.origin.startswith(f"{CLUSTER}:")
+            isolate = self.isolate_cluster if cluster else self.isolate_builtin
+            runner = self.pool.lane(lane_key(defn)) if isolate else None
+            ev = Evaluator(defn, runner=runner, timeout_s=self.timeout_s)
             live = {id(x.definition) for x in self.all()}
             self._evaluators = {k: v for k, v in self._evaluators.items() if k in live}
             self._evaluators[id(defn)] = (defn, ev)

@@ -15,13 +15,17 @@ definition on a non-root component. Duplicate instance ids are caught at evaluat
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grouper.karta import jqsyntax
-from grouper.karta.jqrun import compile_error
+from grouper.karta.jqrun import CompileChecker, JqError, compile_errors
+from grouper.karta.jqsyntax import MAX_EXPRESSION_LENGTH
 from grouper.karta.model import STATUS_KEYS, Component, KartaDefinition, TopologySpec
 
 GROUPLESS_ROOT_KINDS = frozenset({"Pod"})
@@ -117,17 +121,82 @@ def jq_fields(defn: KartaDefinition) -> Iterator[tuple[str, str]]:
                         yield f"{mp}.filters[{fi}]", f
 
 
-def check_expression(expr: str) -> list[str]:
-    """Problems with one jq expression: libjq's compile error, else the read-only/bounded policy."""
-    return list(_check_expression(expr))
+def check_expression(expr: str, checker: CompileChecker | None = None) -> list[str]:
+    """Problems with one jq expression: libjq's compile error (compiled by ``checker``, by
+    default in this definition-less sandbox lane), else the read-only/bounded policy."""
+    return check_expressions([expr], checker)[expr]
 
 
-@functools.lru_cache(maxsize=8192)
-def _check_expression(expr: str) -> tuple[str, ...]:
-    # cached: cluster Kartas are re-validated on every update, mostly with the same expressions
-    err = compile_error(expr)
-    if err is not None:
-        return (f"failed to parse JQ expression: {err}",)
+def check_expressions(exprs: list[str], checker: CompileChecker | None = None) -> dict[str, list[str]]:
+    """``check_expression`` for many expressions with one compile round trip."""
+    distinct = list(dict.fromkeys(exprs))
+    compiled = _compile_all(distinct, checker)
+    out: dict[str, list[str]] = {}
+    for e in distinct:
+        err = compiled[e]
+        if err is not None and err.startswith(_SANDBOX_FAILED):
+            # libjq blew its limits while compiling: say so, with what the policy sees in it
+            out[e] = [f"JQ expression failed validation: {err}", *(r for r in _policy(e) if r not in err)]
+        elif err is not None:
+            out[e] = [f"failed to parse JQ expression: {err}"]
+        else:
+            out[e] = list(_policy(e))
+    return out
+
+
+_SANDBOX_FAILED = "compiling it in the sandbox failed"
+
+
+def _compile_all(exprs: list[str], checker: CompileChecker | None) -> dict[str, str | None]:
+    """Compile errors, in the sandbox. A batch that times out or kills its worker is retried one
+    expression at a time so the error lands on the expression that caused it."""
+    if checker is None:
+        from grouper.karta.sandbox import shared_pool
+
+        checker = shared_pool().lane("validate")
+    # the length limit first: never hand libjq (or our parser) a megabyte of program text
+    long = {
+        e: f"{_SANDBOX_FAILED}: not attempted, the expression is longer than {MAX_EXPRESSION_LENGTH} characters"
+        for e in exprs
+        if len(e) > MAX_EXPRESSION_LENGTH
+    }
+    rest = [e for e in exprs if e not in long]
+    try:
+        return {**long, **compile_errors(rest, checker)}
+    except JqError:
+        pass
+    out: dict[str, str | None] = dict(long)
+    for e in rest:
+        try:
+            out[e] = compile_errors([e], checker)[e]
+        except JqError as err:
+            out[e] = f"{_SANDBOX_FAILED}: {err}"
+    return out
+
+
+_POLICY: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
+_POLICY_LOCK = threading.Lock()
+
+
+def _policy(expr: str) -> tuple[str, ...]:
+    """The read-only/bounded/gojq policy for one expression. Cached (cluster Kartas are
+    re-validated on every update, mostly with the same expressions) by a digest of the text,
+    so the cache stays small however long the expressions are."""
+    key = hashlib.blake2b(expr.encode(), digest_size=16).digest()
+    with _POLICY_LOCK:
+        hit = _POLICY.get(key)
+        if hit is not None:
+            _POLICY.move_to_end(key)
+            return hit
+    reasons = _policy_uncached(expr)
+    with _POLICY_LOCK:
+        _POLICY[key] = reasons
+        while len(_POLICY) > 8192:
+            _POLICY.popitem(last=False)
+    return reasons
+
+
+def _policy_uncached(expr: str) -> tuple[str, ...]:
     try:
         reasons = jqsyntax.check(expr)
     except jqsyntax.JqSyntaxError as e:
@@ -136,8 +205,9 @@ def _check_expression(expr: str) -> tuple[str, ...]:
 
 
 class _Validator:
-    def __init__(self, defn: KartaDefinition) -> None:
+    def __init__(self, defn: KartaDefinition, checker: CompileChecker | None) -> None:
         self.d = defn
+        self.checker = checker
         self.report = ValidationReport()
 
     def error(self, field: str, message: str, expression: str | None = None) -> None:
@@ -340,15 +410,47 @@ class _Validator:
 
     # -- phase 4
     def jq(self) -> None:
-        for path, expr in jq_fields(self.d):
-            for message in check_expression(expr):
+        fields = list(jq_fields(self.d))
+        problems = check_expressions([e for _, e in fields], self.checker)
+        for path, expr in fields:
+            for message in problems[expr]:
                 self.error(path, message, expr)
 
 
-def validate(defn: KartaDefinition | None) -> ValidationReport:
-    """All problems of a definition (errors make it unusable; warnings are advice)."""
+def validate(defn: KartaDefinition | None, checker: CompileChecker | None = None) -> ValidationReport:
+    """All problems of a definition (errors make it unusable; warnings are advice).
+
+    jq is compiled by ``checker`` (the registry passes the definition's own sandbox lane);
+    by default in a shared sandbox lane — never in this process.
+    """
     if defn is None:
         report = ValidationReport()
         report.errors.append(Issue("<nil>", "", "karta is nil"))
         return report
-    return _Validator(defn).run()
+    if checker is None:
+        from grouper.karta.sandbox import shared_pool
+
+        checker = shared_pool().lane(lane_key(defn))
+    return _Validator(defn, checker).run()
+
+
+_LANE_KEYS: weakref.WeakKeyDictionary[KartaDefinition, str] = weakref.WeakKeyDictionary()
+_LANE_KEYS_LOCK = threading.Lock()
+
+
+def lane_key(defn: KartaDefinition) -> str:
+    """Sandbox lane of a definition: its name and a digest of its content, so any change to
+    the definition gets a fresh lane (and lifts a quarantine). Remembered while the definition
+    lives (weakly: a cache must not keep deleted Kartas in memory)."""
+    with _LANE_KEYS_LOCK:
+        key = _LANE_KEYS.get(defn)
+    if key is not None:
+        return key
+    try:
+        text = repr(defn)
+    except RecursionError:  # cannot happen within the loader's nesting limit; stay safe
+        text = str(id(defn))
+    key = f"{defn.origin}|{defn.name}|{hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
+    with _LANE_KEYS_LOCK:
+        _LANE_KEYS[defn] = key
+    return key

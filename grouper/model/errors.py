@@ -8,9 +8,15 @@ from __future__ import annotations
 
 
 class GroupingError(Exception):
-    """A pod could not be grouped. Affects that pod (or workload) only, never the service."""
+    """A pod could not be grouped. Affects that pod (or workload) only, never the service.
+
+    ``retryable``: whether retrying without any change to the objects can succeed (a missing
+    owner may appear in the cache). Permanent errors (a reference cycle, a malformed field) are
+    not retried with backoff; the next change to the pod, an owner or a definition re-evaluates.
+    """
 
     reason = "GroupingFailed"
+    retryable = True
 
     def __init__(self, message: str, *, obj: str | None = None, field: str | None = None) -> None:
         self.obj = obj
@@ -31,10 +37,25 @@ class OwnerUidMismatch(GroupingError):
     reason = "OwnerUidMismatch"
 
 
+class OwnerCycle(GroupingError):
+    """The owner references loop (the API server does not prevent it): permanent."""
+
+    reason = "OwnerCycle"
+    retryable = False
+
+
+class OwnerChainTooDeep(GroupingError):
+    """More owner levels than the walk follows: permanent."""
+
+    reason = "OwnerChainTooDeep"
+    retryable = False
+
+
 class InvalidWorkload(GroupingError):
     """The workload or pod is malformed for its plugin (bad annotation, missing label, ...)."""
 
     reason = "InvalidWorkload"
+    retryable = False
 
 
 class KartaError(GroupingError):
@@ -47,6 +68,7 @@ class InvalidPodGroup(GroupingError):
     """The decided PodGroup breaks the PodGroup webhook rules; it is reported, never written."""
 
     reason = "InvalidPodGroup"
+    retryable = False
 
 
 class LookupForbidden(Exception):

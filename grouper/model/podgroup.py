@@ -106,6 +106,9 @@ class PodGroupMetadata:
     topology: TopologyConstraint = field(default_factory=TopologyConstraint)
     # field name (e.g. "queue") -> human-readable source ("label kai.scheduler/queue on JobSet/js")
     provenance: dict[str, str] = field(default_factory=dict)
+    # KAI v0.18 ``Metadata.Warnings``: the PodGroup is written, and each warning is reported as a
+    # ``PodGrouperWarning`` Event on the pod (e.g. segmentation combined with semi-preemptible).
+    warnings: list[str] = field(default_factory=list)
 
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""
@@ -131,8 +134,10 @@ class PodGroupMetadata:
             spec["preemptionDelay"] = self.preemption_delay
         if self.staleness_grace_period:
             spec["stalenessGracePeriod"] = self.staleness_grace_period
-        if not self.topology.is_empty():
-            spec["topologyConstraint"] = self.topology.to_dict()
+        # Always present, ``{}`` without a topology: KAI stores it so (a struct, not a pointer, in its
+        # Go type), so a KAI podgrouper taking over our PodGroups finds nothing to rewrite. Readers that
+        # compare (the writer) treat an absent constraint and ``{}`` as equal.
+        spec["topologyConstraint"] = self.topology.to_dict()
         if self.sub_groups:
             spec["subGroups"] = [sg.to_spec() for sg in self.sub_groups]
         return spec

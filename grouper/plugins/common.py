@@ -33,6 +33,7 @@ TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
 MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+STATEFULSET_MIN_MEMBER_ANNOTATION = "kai.scheduler/min-member"
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 
 BUILD_PRIORITY = "build"
@@ -42,7 +43,9 @@ DEFAULT_QUEUE = "default-queue"
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
-PREEMPTIBILITY_VALUES = (PREEMPTIBLE, NON_PREEMPTIBLE)
+# KAI v0.18 (PodGroup API PR #1804): preemptible down to its gang minimum, the rest may be reclaimed.
+SEMI_PREEMPTIBLE = "semi-preemptible"
+PREEMPTIBILITY_VALUES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -165,6 +168,17 @@ def int_annotation(
     if raw is None:
         return None
     return parse_int(raw, obj=describe_obj(obj), field=annotation_field(key), minimum=minimum, maximum=maximum)
+
+
+def min_member_annotation(obj: Obj, key: str = MIN_MEMBER_ANNOTATION) -> int | None:
+    """A min-member override (KAI v0.18 ``minmember.Parse``): an int32 >= 1, None when absent.
+
+    Any other value is an ``InvalidWorkload`` naming the annotated object and the annotation.
+    """
+    raw = annotations_of(obj).get(key)
+    if raw is None:
+        return None
+    return parse_int(raw, obj=describe_obj(obj), field=annotation_field(key), minimum=1)
 
 
 def _at(obj: Obj, path: tuple[str | int, ...]) -> Any:

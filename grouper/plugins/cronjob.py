@@ -1,21 +1,23 @@
 """batch/v1 CronJob (KAI ``plugins/cronjobs/crobjob-grouper.go``): one PodGroup per Job run.
 
 The pod's owner reference of kind ``Job`` names the Job; the Job is read and becomes the top owner
-of the default grouper (name ``pg-<job>-<jobUID>``, owner = the Job). Choice: the Job's
-``kai.scheduler/batch-min-member`` annotation (set through ``spec.jobTemplate.metadata``) is
-honoured as for a plain Job; KAI ignores it here, which looks like an omission. The whole owner
-chain (Job, CronJob) counts for priority/preemptibility/delays.
+of the default grouper (name ``pg-<job>-<jobUID>``, owner = the Job), as KAI does:
+
+- only the Job counts as owner for priority / preemptibility / preemption delay / staleness (KAI
+  passes no owner list, so the CronJob's own labels and annotations are not read; set them in
+  ``spec.jobTemplate.metadata``, which the CronJob controller copies onto every Job);
+- minMember is the Job's ``kai.scheduler/batch-min-member`` (KAI v0.18's default grouper honours it
+  on its top owner, here the Job), else 1.
 """
 
 from __future__ import annotations
 
 from grouper.core.context import GroupingContext
 from grouper.model.errors import InvalidWorkload
-from grouper.model.objects import describe, namespace, owner_references, uid, with_pod_typemeta
+from grouper.model.objects import describe, namespace, owner_references, with_pod_typemeta
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.common import fetch
 from grouper.plugins.default import default_metadata
-from grouper.plugins.job import apply_min_member_override
 
 
 class CronJobGrouper:
@@ -31,10 +33,7 @@ class CronJobGrouper:
                     why=f"owner of {describe(pod)} under a CronJob")
         if job is None:
             return None
-        chain = [job, *(o for o in ctx.owners if uid(o) != uid(job))]
-        md = default_metadata(ctx, top_owner=job, owners=chain)
-        apply_min_member_override(md, job)
-        return md
+        return default_metadata(ctx, top_owner=job, owners=[job])
 
 
 __all__ = ["CronJobGrouper"]

@@ -11,7 +11,10 @@ rules below hold for all of them unless a plugin says otherwise:
 - queue: top-owner label ``<queue-label-key>`` → pod label → label ``project`` (top owner, else
   pod), suffixed ``-<nodepool>`` when the pod has the node-pool label → ``default-queue``;
 - priority class, preemptibility, preemption delay, staleness grace period: see below;
-- topology from the top owner's ``kai.scheduler/topology*`` annotations; minMember 1.
+- topology from the top owner's ``kai.scheduler/topology*`` annotations;
+- minMember: the top owner's ``kai.scheduler/batch-min-member`` (KAI v0.18: the default grouper honours
+  it for every kind it handles, e.g. StatefulSet, ReplicaSet, Tekton, unknown kinds; values below 1
+  are an error naming the object), else 1. Plugins with their own gang rule overwrite it.
 
 Durations are Go ``time.ParseDuration`` strings; we store the form the API server prints for a
 ``metav1.Duration`` ("5m" → "5m0s", "90s" → "1m30s", "1h" → "1h0m0s"), so values round-trip.
@@ -46,10 +49,11 @@ from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext
 from grouper.core.nodepool import apply_nodepool_label
 from grouper.model.errors import LookupForbidden
-from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, with_pod_typemeta
+from grouper.model.objects import GVK, Obj, describe, dig, name, namespace, uid, with_pod_typemeta
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
 from grouper.plugins.common import (
     DEFAULT_QUEUE,
+    MIN_MEMBER_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     PREEMPTIBILITY_VALUES,
     PREEMPTION_DELAY_ANNOTATION,
@@ -61,6 +65,7 @@ from grouper.plugins.common import (
     USER_KEY,
     annotations_of,
     labels_of,
+    min_member_annotation,
     normalize_go_duration,
     podgroup_name,
     topology_from_annotations,
@@ -97,8 +102,9 @@ def default_metadata(
         top = pod
     chain = list(ctx.owners if owners is None else owners) or [top]
     top_labels, top_annotations = labels_of(top), annotations_of(top)
-    if top is pod:
-        # A bare pod is its own top owner: leave out the two keys the grouper itself writes on the pod,
+    if top is pod or (str(top.get("kind")) == "Pod" and uid(top) == uid(pod) and name(top) == name(pod)):
+        # The pod is its own top owner (bare, or below a skipped top owner such as an Argo Workflow):
+        # leave out the two keys the grouper itself writes on the pod,
         # so the PodGroup is the same before and after the pod is marked (no rewrite after a restart).
         top_labels = {k: v for k, v in top_labels.items() if k != SUBGROUP_LABEL}
         top_annotations = {k: v for k, v in top_annotations.items() if k != POD_GROUP_ANNOTATION}
@@ -133,7 +139,10 @@ def default_metadata(
     provenance["topology"] = (
         f"annotations kai.scheduler/topology* on {describe(top)}" if not topology.is_empty() else "none"
     )
-    provenance["minMember"] = "default grouper: 1"
+    min_member = min_member_annotation(top)
+    provenance["minMember"] = (
+        "default grouper: 1" if min_member is None else f"annotation {MIN_MEMBER_ANNOTATION} on {describe(top)}"
+    )
     provenance["name"] = f"pg-<name>-<uid> of {describe(top)}"
 
     return PodGroupMetadata(
@@ -147,7 +156,7 @@ def default_metadata(
         preemptibility=preemptibility,
         preemption_delay=delay,
         staleness_grace_period=staleness,
-        min_member=1,
+        min_member=1 if min_member is None else min_member,
         topology=topology,
         provenance=provenance,
     )

@@ -1,8 +1,7 @@
 """batch/v1 Job (KAI ``plugins/job/job_grouper.go``): the default grouper plus a min-member override.
 
-- minMember = Job annotation ``kai.scheduler/batch-min-member`` (an int32), else 1. KAI accepts any
-  int32; we reject negative values (the PodGroup API would reject them on write) and keep 0
-  (API-valid: no gang).
+- minMember = Job annotation ``kai.scheduler/batch-min-member`` (an int32 >= 1, KAI v0.18's
+  ``minmember.Parse``; 0, negatives and non-integers are errors naming the Job), else 1.
 - Legacy name: with ``--search-legacy-pg`` (default on) a PodGroup named ``pg-<pod>-<jobUID>`` that
   already exists is reused so running pods are not re-parented during an upgrade from releases
   that grouped per pod; minMember is then 1 (and the annotation is not read, as in KAI).
@@ -17,7 +16,7 @@ from grouper.model.podgroup import PODGROUP_API_VERSION, PodGroupMetadata
 from grouper.plugins.common import (
     MIN_MEMBER_ANNOTATION,
     PODGROUP_NAME_PREFIX,
-    int_annotation,
+    min_member_annotation,
 )
 from grouper.plugins.default import default_metadata
 
@@ -33,7 +32,7 @@ def legacy_podgroup_exists(ctx: GroupingContext, pg_name: str) -> bool:
 
 def apply_min_member_override(md: PodGroupMetadata, job: Obj) -> None:
     """minMember from the Job's ``kai.scheduler/batch-min-member`` annotation, when present."""
-    value = int_annotation(job, MIN_MEMBER_ANNOTATION, minimum=0)
+    value = min_member_annotation(job)
     if value is not None:
         md.min_member = value
         md.provenance["minMember"] = f"annotation {MIN_MEMBER_ANNOTATION} on {describe(job)}"

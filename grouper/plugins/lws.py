@@ -55,6 +55,7 @@ from grouper.plugins.segments import (
     pod_label_error,
     segment_topology,
     str_field,
+    warn_semi_preemptible_segments,
 )
 
 LEADER_READY = "LeaderReady"
@@ -94,6 +95,7 @@ class LWSGrouper:
         md.min_member = replicas
         md.provenance["minMember"] = source
         md.sub_groups = _sub_groups(lws, pod, replicas, worker_index)
+        warn_semi_preemptible_segments(md, any(sg.name.startswith("segment-") for sg in md.sub_groups), lws)
         md.provenance["subGroups"] = f"leader/workers/segments of {replicas} pods; pod routed by {WORKER_INDEX_LABEL}"
 
         if GROUP_INDEX_LABEL in labels_of(pod):

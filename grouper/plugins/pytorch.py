@@ -56,6 +56,7 @@ from grouper.plugins.segments import (
     pod_desc,
     pod_label_error,
     segment_topology,
+    warn_semi_preemptible_segments,
 )
 
 REPLICA_SPECS = "pytorchReplicaSpecs"
@@ -85,6 +86,7 @@ class PyTorchGrouper:
         md.min_member = min_member
         md.provenance["minMember"] = source
         md.sub_groups = _sub_groups(job, pod, min_member)
+        warn_semi_preemptible_segments(md, any(sg.parent == WORKER.lower() for sg in md.sub_groups), job)
         md.provenance["subGroups"] = (
             f"master/worker from spec.{REPLICA_SPECS} of {describe(job)}; pod routed by label {REPLICA_TYPE_LABEL}"
         )

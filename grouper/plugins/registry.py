@@ -26,6 +26,7 @@ from grouper.plugins.ray import RayGrouper
 from grouper.plugins.runaijob import RunaiJobGrouper
 from grouper.plugins.skip_top_owner import SkipTopOwnerGrouper
 from grouper.plugins.spotrequest import SpotRequestGrouper
+from grouper.plugins.statefulset import StatefulSetGrouper
 
 WILDCARD = "*"
 
@@ -35,6 +36,7 @@ RUNAI_SKIPPED_KINDS = (
     "DistributedWorkload",
     "InteractiveWorkload",
     "DistributedInferenceWorkload",
+    "WorkloadRunner",  # KAI v0.18 (PR #2067)
 )
 
 
@@ -53,6 +55,8 @@ INTERMEDIATE_KINDS: frozenset[tuple[str, str]] = frozenset({
     ("ray.io", "RayCluster"),
     ("jobset.x-k8s.io", "JobSet"),
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+    ("nvidia.com", "DynamoComponentDeployment"),
+    ("kubevirt.io", "VirtualMachine"),
 })
 
 
@@ -76,7 +80,7 @@ def native_plugins() -> dict[tuple[str, str, str], Plugin]:
         ("kubeflow.org", "v2beta1", "MPIJob"): mpi,
         ("kubeflow.org", "v1beta1", "Notebook"): NotebookGrouper(),
         ("batch", "v1", "Job"): JobGrouper(),
-        ("apps", "v1", "StatefulSet"): default,
+        ("apps", "v1", "StatefulSet"): StatefulSetGrouper(),
         ("apps", "v1", "ReplicaSet"): default,
         ("run.ai", "v1", "RunaiJob"): RunaiJobGrouper(),
         ("", "v1", "Pod"): PodJobGrouper(),

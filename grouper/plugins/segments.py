@@ -22,7 +22,7 @@ from typing import Any
 
 from grouper.model.errors import InvalidWorkload
 from grouper.model.objects import Obj, describe, dig, with_pod_typemeta
-from grouper.model.podgroup import TopologyConstraint
+from grouper.model.podgroup import PodGroupMetadata, TopologyConstraint
 from grouper.plugins.common import (
     TOPOLOGY_ANNOTATION,
     annotations_of,
@@ -219,6 +219,18 @@ def copy_topology(topology: TopologyConstraint | None) -> TopologyConstraint | N
     return replace(topology) if topology else None
 
 
+def warn_semi_preemptible_segments(md: PodGroupMetadata, segmented: bool, workload: Obj) -> None:
+    """KAI v0.18: segments of a ``semi-preemptible`` PodGroup are not supported by the scheduler, which
+    then treats the workload as non-preemptible; the PodGroup is still written, with a warning."""
+    from grouper.plugins.common import SEMI_PREEMPTIBLE
+
+    if segmented and md.preemptibility == SEMI_PREEMPTIBLE:
+        md.warnings.append(
+            f"{describe(workload)} is segmented and {SEMI_PREEMPTIBLE}: segmented workloads are not "
+            f"semi-preemptible, the scheduler treats it as non-preemptible"
+        )
+
+
 __all__ = [
     "MAX_SEGMENTS",
     "SEGMENT_PREFERRED_KEY",
@@ -241,4 +253,5 @@ __all__ = [
     "required_label",
     "segment_topology",
     "str_field",
+    "warn_semi_preemptible_segments",
 ]

@@ -11,8 +11,9 @@ directly by the skipped kind) becomes the top owner. Before delegating:
   defaults-ConfigMap entry of the **skipped** kind (the priority only if that PriorityClass exists);
 - the skipped owner's labels and annotations are copied onto it without overriding existing keys.
 
-Then the native plugin for that object's exact GVK (no wildcard, no Karta; ``ctx.native_plugin_for``)
-runs with the owner chain minus the skipped owner, else the default grouper.
+Then the plugin the hub picks for that object's GVK runs with the owner chain minus the skipped owner:
+since KAI v0.18 (PR #2067) the whole hub (exact GVK, any-version entries, the Karta fallback, the
+default grouper; ``ctx.plugin_for``), no longer an exact-GVK table.
 
 Choices: the owner chain already holds full objects, so the lower owner is not re-read. The merged
 object replaces its entry in the chain as well, so labels propagated from the skipped owner count for
@@ -62,7 +63,7 @@ class SkipTopOwnerGrouper:
             lower = _merged(ctx, owners[-2], skipped)
             chain = [*owners[:-2], lower]
         sub = ctx.replace(top_owner=lower, owners=chain)
-        plugin = ctx.native_plugin_for(GVK.of(lower)) if ctx.native_plugin_for else None
+        plugin = ctx.plugin_for(GVK.of(lower)) if ctx.plugin_for else None
         md = plugin.metadata(sub) if plugin is not None else default_metadata(sub)
         if md is not None:
             via = plugin.name if plugin is not None else "default"

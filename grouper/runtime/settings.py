@@ -121,6 +121,7 @@ class RunSettings:
     leader_elect: bool = False
     generic_karta_fallback: bool = _GROUPING.generic_karta_fallback
     knative_gang_schedule: bool = _GROUPING.knative_gang_schedule
+    deployment_gang_schedule: bool = _GROUPING.deployment_gang_schedule
     search_legacy_pg: bool = _GROUPING.search_legacy_pg
     default_priorities_configmap_name: str = _GROUPING.default_priorities_configmap_name
     default_priorities_configmap_namespace: str = _GROUPING.default_priorities_configmap_namespace
@@ -164,6 +165,10 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "leader-elect": (parse_bool, "run leader election; only the leader writes"),
     "generic-karta-fallback": (parse_bool, "use Karta definitions for kinds without a native plugin"),
     "knative-gang-schedule": (parse_bool, "one gang PodGroup per Knative revision (else per pod)"),
+    "deployment-gang-schedule": (
+        parse_bool,
+        "one gang PodGroup per Deployment, minMember from kai.scheduler/batch-min-member (else per pod)",
+    ),
     "search-legacy-pg": (
         parse_bool,
         "reuse legacy-shaped PodGroups of batch Jobs / RunaiJobs / JobSets / Ray",
@@ -215,6 +220,15 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
 }
 
 
+# Other spellings accepted for a flag: KAI's Config CR / Helm ``podgrouper.args`` names
+# (``gangScheduleKnative``, ``gangScheduleDeployment``) as flags. The environment variable follows the
+# main name only (``GROUPER_DEPLOYMENT_GANG_SCHEDULE``).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "knative-gang-schedule": ("gang-schedule-knative",),
+    "deployment-gang-schedule": ("gang-schedule-deployment",),
+}
+
+
 def env_name(flag: str) -> str:
     return "GROUPER_" + flag.upper().replace("-", "_")
 
@@ -241,7 +255,7 @@ def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = 
         }
         if typ is parse_bool:
             kwargs.update(nargs="?", const=True, metavar="BOOL")
-        parser.add_argument(f"--{flag}", **kwargs)
+        parser.add_argument(f"--{flag}", *(f"--{a}" for a in ALIASES.get(flag, ())), **kwargs)
 
 
 def _metavar(default: Any) -> str:

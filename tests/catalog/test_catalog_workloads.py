@@ -21,8 +21,8 @@ from .workloads import base_metadata, definition_for, evaluator, fixture
 class PodExpect:
     component: str
     instance: str | None
-    pod_group: str  # the PodGroup name after "pg-<workload uid>-"
-    min_member: int
+    pod_group: str | None  # the PodGroup name after "pg-<workload uid>-"; None: no gang instructions
+    min_member: int | None
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,11 @@ class Case:
     total: int | None = None  # subtree scale of the root component
 
 
-def P(component: str, instance: str | None, pod_group: str, min_member: int) -> PodExpect:
+def P(component: str, instance: str | None, pod_group: str | None, min_member: int | None) -> PodExpect:
     return PodExpect(component, instance, pod_group, min_member)
+
+
+NO_GANG = P  # readability: P(component, instance, None, None) = the definition leaves grouping alone
 
 
 CASES = [
@@ -176,16 +179,51 @@ CASES = [
     # ---------------------------------------------------------------- built-in kinds
     Case("job/running.yaml", ["Running"],
          {"preprocess-*": P("job", None, "job", 1)}, 5, scales={"job": {"": (3, 1)}}, total=1),
-    Case("job/failed.yaml", ["Failed"],  # kai.scheduler/batch-min-member: 2
+    Case("job/failed.yaml", ["Failed", "Degraded"],  # batch-min-member 2; Degraded: upstream's rule also matches
          {"etl-nightly-*": P("job", None, "job", 2)}, 2, scales={"job": {"": (2, 2)}}, total=2),
-    Case("deployment/running.yaml", ["Running"],
-         {"web-*": P("deployment", None, "{pod}", 1)}, 2, scales={"deployment": {"": (2, 1)}}, total=1),
+    Case("deployment/running.yaml", ["Running"],  # KAI v0.18: one gang PodGroup per Deployment
+         {"web-*": P("deployment", None, "deployment", 1)}, 2, scales={"deployment": {"": (2, 1)}}, total=1),
     Case("deployment/failed.yaml", ["Failed"],
-         {"gpu-api-*": P("deployment", None, "{pod}", 1)}, 1, total=1),
+         {"gpu-api-*": P("deployment", None, "deployment", 1)}, 1, total=1),
     Case("statefulset/running.yaml", ["Running"],
          {"etcd-*": P("statefulset", None, "statefulset", 1)}, 3, scales={"statefulset": {"": (3, 1)}}, total=1),
     Case("statefulset/pending.yaml", ["Initializing"],
          {"kafka-*": P("statefulset", None, "statefulset", 1)}, 1, total=1),
+    # ---------------------------------------------------------------- Workload Map v0.2.9 entries
+    # CronJob and Pod: no gang instructions (the native plugins group them), as upstream.
+    Case("cronjob/running.yaml", ["Running"],
+         {"nightly-eval-*": NO_GANG("cronjob", None, None, None)}, 2, scales={"cronjob": {"": (2, None)}}, total=2),
+    Case("cronjob/pending.yaml", ["Initializing"], {}, 0, total=2),
+    Case("cronjob/suspended.yaml", ["Suspended"], {}, 0, total=2),
+    Case("pod/running.yaml", ["Running"], {"debug-shell": NO_GANG("pod", None, None, None)}, 1, total=1),
+    Case("pod/failed.yaml", ["Failed"], {"smoke-test": NO_GANG("pod", None, None, None)}, 1, total=1),
+    # NIMCache: no gang instructions -> KAI's default grouper; NIM_CACHE_JOB_CREATED stays True while
+    # the download runs, so Initializing also matches (upstream's mappings); the primary is Running.
+    Case("nimcache/running.yaml", ["Running", "Initializing"],
+         {"llama3-8b-cache-job-*": NO_GANG("nimcache", None, None, None)}, 1, total=1),
+    Case("nimcache/pending.yaml", ["Initializing"],
+         {"mistral-7b-cache-job-*": NO_GANG("nimcache", None, None, None)}, 1, total=1),
+    # LLMInferenceService: one PodGroup per service over model servers, prefill and the router.
+    Case("llminferenceservice/v1alpha1-running.yaml", ["Running"],
+         {"llama-8b-kserve-router-scheduler-*": P("router-scheduler", None, "llama-8b", 3),
+          "llama-8b-kserve-*": P("main", None, "llama-8b", 3)}, 3,
+         scales={"main": {"": (2, None)}, "prefill": {"": (0, None)}, "worker": {"": (0, None)},
+                 "router-scheduler": {"": (1, None)}}, total=3),
+    Case("llminferenceservice/v1alpha1-failed.yaml", ["Failed"], {}, 0, total=1),
+    Case("llminferenceservice/v1alpha2-running.yaml", ["Running"],
+         {"granite-3b-kserve-router-scheduler-*": P("router-scheduler", None, "granite-3b", 2),
+          "granite-3b-kserve-*": P("main", None, "granite-3b", 2)}, 2, total=2),
+    Case("llminferenceservice/v1alpha2-pending.yaml", ["Initializing"],
+         {"qwen-pd-kserve-prefill-*": P("prefill", None, "qwen-pd", 3),
+          "qwen-pd-kserve-*": P("main", None, "qwen-pd", 3)}, 3,
+         scales={"main": {"": (1, None)}, "prefill": {"": (2, None)}, "router-scheduler": {"": (0, None)}},
+         total=3),
+    # Agent Sandbox: one PodGroup per Sandbox, keyed by its uid (upstream's alpha form).
+    Case("sandbox/running.yaml", ["Running"],
+         {"agent-alice": P("agent", None, "f01878d2-ac9d-5a42-97e9-c7f91243bf8e", 1)}, 1,
+         scales={"agent": {"": (1, None)}}, total=1),
+    Case("sandbox/pending.yaml", ["Initializing"],
+         {"agent-bob": P("agent", None, "db8f2dd8-0866-5d2a-a0c5-ed3f4f48d8e8", 1)}, 1, total=1),
 ]
 
 
@@ -238,6 +276,9 @@ def test_pod_groups(case: Case) -> None:
     for pod in fx.pods:
         want = _expect(case, name(pod))
         pg = apply_gang(defn, ev, fx.workload, pod, base)
+        if want.pod_group is None:  # no gang instructions: the caller keeps the base (default grouper)
+            assert pg is None, name(pod)
+            continue
         assert pg is not None
         suffix = want.pod_group.replace("{pod}", name(pod))
         assert pg.name == f"pg-{uid(fx.workload)}-{suffix}", name(pod)
@@ -253,6 +294,22 @@ def test_every_kind_has_a_running_and_a_pending_or_failed_fixture() -> None:
     by_kind: dict[GVK, set[str]] = {}
     for c in CASES:
         by_kind.setdefault(GVK.of(fixture(c.fixture).workload), set()).add(c.phases[0])
-    assert len(by_kind) == 18
+    assert len(by_kind) == 24
     for gvk, phases in by_kind.items():
         assert "Running" in phases and phases & {"Initializing", "Failed"}, gvk
+
+
+def test_llminferenceservice_versions_evaluate_alike() -> None:
+    """v1alpha1 and v1alpha2 are the same definition under another version: the same object (with
+    its apiVersion changed) yields the same status, scales and PodGroup."""
+    import copy
+
+    fx = fixture("llminferenceservice/v1alpha1-running.yaml")
+    alt = copy.deepcopy(fx.workload)
+    alt["apiVersion"] = "serving.kserve.io/v1alpha2"
+    v1, v2 = evaluator(GVK.of(fx.workload)), evaluator(GVK.of(alt))
+    assert v1.status(fx.workload).matched == v2.status(alt).matched
+    for pod in fx.pods:
+        a = apply_gang(definition_for(fx.workload), v1, fx.workload, pod, base_metadata(fx.workload))
+        b = apply_gang(definition_for(alt), v2, alt, pod, base_metadata(alt))
+        assert a is not None and b is not None and (a.name, a.min_member) == (b.name, b.min_member)

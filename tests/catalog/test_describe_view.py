@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -150,7 +151,9 @@ def test_lws_tree_splits_groups_by_replica_key() -> None:
         ("group[1]", 4, 4, 4, (("leader", 1, 1, 1, (), 1), ("worker", 3, 3, 3, (), 3)), 0),
     ), 0)
     assert group.grouping and group.children[0].replica_key == "0"
-    assert [(r.component, r.replicas, r.resources.gpus) for r in view.resource_table] == [("leader", 2, 16), ("worker", 6, 48)]
+    # kli: a row per instance of the tree (each LWS group's leader and workers)
+    assert [(r.component, r.replicas, r.resources.gpus) for r in view.resource_table] == [
+        ("leader", 1, 8), ("worker", 3, 24), ("leader", 1, 8), ("worker", 3, 24)]
     assert view.resources == Resources(64, 128_000, 1600 * GI)
     assert view.phases == ["Running"] and not view.warnings
 
@@ -172,7 +175,8 @@ def test_grove_tree_instances_replicas_and_scaling_group() -> None:
     (prefill,) = sg.children
     (sgclique,) = prefill.children
     assert [(ch.label, ch.replicas.desired, len(ch.pods)) for ch in sgclique.children] == [("pleader", 1, 1), ("pworker", 2, 2)]
-    assert {r.component: r.replicas for r in view.resource_table} == {"clique": 2, "sgclique": 6}
+    assert [(r.component, r.replicas) for r in view.resource_table] == [
+        ("frontend", 1), ("pleader", 1), ("pworker", 2)] * 2  # per instance, both PodCliqueSet replicas
 
 
 def test_dynamo_multinode_service_lists_pods_per_replica_key() -> None:
@@ -241,8 +245,10 @@ def test_render_live_table() -> None:
     assert "Phase: Running" in lines
     i = lines.index("Resources:")
     assert lines[i + 1].split() == ["COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY"]
-    assert lines[i + 2].split() == ["replicatedjob", "5", "4", "20", "80Gi"]
-    assert lines[i + 3].split() == ["TOTAL", "5", "4", "20", "80Gi"]
+    # kli: one row per instance (replicatedJob), not one for the grouping component
+    assert lines[i + 2].split() == ["leader", "1", "0", "4", "16Gi"]
+    assert lines[i + 3].split() == ["worker", "4", "4", "16", "64Gi"]
+    assert lines[i + 4].split() == ["TOTAL", "5", "4", "20", "80Gi"]
 
 
 def test_render_file_mode_and_pending_pods() -> None:
@@ -256,12 +262,12 @@ def test_render_file_mode_and_pending_pods() -> None:
 def test_render_pod_limit_shows_unhealthy_first() -> None:
     view = describe("job/running.yaml")
     text = render_table(view, now=NOW, pod_limit=2)
-    assert "...  and 3 more (0 unhealthy shown)" in text
+    assert re.search(r"-- \.\.\. +and 3 more \(0 unhealthy shown\)$", text, re.M)
     fx = fixture("rayjob/failed.yaml")  # 1 running head, 4 pending workers in one row
     defn = catalog()[GVK.of(fx.workload)]
     v = build_describe(defn, evaluator(defn.gvk), fx.workload, fx.pods, file_mode=False, objects=fx.others)
     out = render_table(v, now=NOW, pod_limit=3)
-    assert "...  and 1 more (3 of 4 unhealthy shown)" in out
+    assert re.search(r"-- \.\.\. +and 1 more \(3 of 4 unhealthy shown\)$", out, re.M)
 
 
 def test_age_formatting() -> None:

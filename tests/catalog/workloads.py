@@ -52,7 +52,10 @@ def fixture(rel: str) -> Fixture:
     path = FIXTURES / rel
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     workload, rest = docs[0], docs[1:]
-    pods = pods_of(workload, [d for d in rest if d.get("kind") == "Pod"], rest)
+    if workload.get("kind") == "Pod" and not workload.get("apiVersion", "v1").count("/"):
+        pods = [workload]  # a bare pod is its own (only) pod
+    else:
+        pods = pods_of(workload, [d for d in rest if d.get("kind") == "Pod"], rest)
     mine = {id(p) for p in pods}
     return Fixture(path, workload, pods, [d for d in rest if id(d) not in mine], docs)
 

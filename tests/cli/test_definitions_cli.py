@@ -67,8 +67,9 @@ def defs_dir(tmp_path: Path) -> Path:
 def test_validate_builtin_catalog_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "validate"]) == 0
     out = capsys.readouterr().out
-    assert "jobset-x-k8s-io-jobset-v1alpha2: valid" in out
-    assert out.rstrip().endswith("18 definitions checked, 0 invalid: all valid")
+    assert "OK: jobset-x-k8s-io-jobset-v1alpha2 (" in out
+    assert "is a valid Karta definition (GVK: jobset.x-k8s.io/v1alpha2, Kind=JobSet)" in out
+    assert out.rstrip().endswith("24 definitions checked, 0 invalid: all valid")
 
 
 def test_validate_reports_file_definition_field_and_expression(
@@ -76,10 +77,14 @@ def test_validate_reports_file_definition_field_and_expression(
 ) -> None:
     assert main(["definitions", "validate", str(defs_dir)]) == 1
     out = capsys.readouterr().out
-    assert f"{defs_dir / 'good.yaml'}: widgets: valid" in out
-    assert f"{defs_dir / 'bad.yaml'}: broken-gadgets: INVALID" in out
-    assert "spec.structureDefinition.childComponents[0].scaleDefinition.replicasPath" in out
-    assert "'(.spec.parts |= 3)'" in out and "|=" in out
+    assert f"OK: widgets ({defs_dir / 'good.yaml'}) is a valid Karta definition" in out
+    bad = [line for line in out.splitlines() if line.startswith("INVALID: broken-gadgets")]
+    assert bad and all(line.startswith(f"INVALID: broken-gadgets ({defs_dir / 'bad.yaml'}): ") for line in bad)
+    assert any(
+        "spec.structureDefinition.childComponents[0].scaleDefinition.replicasPath" in line
+        and "'(.spec.parts |= 3)'" in line and "|=" in line
+        for line in bad
+    )
     assert out.rstrip().endswith("2 definitions checked, 1 invalid")
     assert "README" not in out
 
@@ -103,13 +108,62 @@ def test_validate_unloadable_and_missing_files(tmp_path: Path, capsys: pytest.Ca
     wrong_type.write_text(GOOD.replace("name: widget\n", "name: [widget]\n"))
     not_yaml = tmp_path / "broken.yaml"
     not_yaml.write_text("apiVersion: run.ai/v1alpha1\nkind: Karta\nmetadata: {name: x\n")
-    code = main(["definitions", "validate", str(wrong_type), str(not_yaml), str(tmp_path / "missing.yaml")])
+    code = main(["definitions", "validate", str(wrong_type), str(not_yaml)])
     out = capsys.readouterr().out
     assert code == 1
-    assert f"{wrong_type}: field spec.structureDefinition.rootComponent.name: cannot load: must be a string" in out
-    assert f"{not_yaml}: cannot load: invalid YAML" in out
-    assert "missing.yaml: cannot load: no such file or directory" in out
-    assert "0 definitions checked, 0 invalid, 3 could not be loaded" in out
+    assert f"INVALID: {wrong_type}: field spec.structureDefinition.rootComponent.name: cannot load: must be a string" in out
+    assert f"INVALID: {not_yaml}: cannot load: invalid YAML" in out
+    assert out.rstrip().endswith("0 definitions checked, 0 invalid, 2 could not be loaded")
+    # a file that cannot be read is an I/O error: exit 2, like kli
+    code = main(["definitions", "validate", str(wrong_type), str(not_yaml), str(tmp_path / "missing.yaml")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert f"error: {tmp_path / 'missing.yaml'}: no such file or directory" in captured.err
+    assert "0 definitions checked, 0 invalid, 2 could not be loaded, 1 could not be read" in captured.out
+
+
+def test_validate_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((GOOD + "---\n" + BAD).encode())))
+    assert main(["definitions", "validate", "-"]) == 1
+    out = capsys.readouterr().out
+    assert "OK: widgets (-) is a valid Karta definition (GVK: example.com/v1, Kind=Widget)" in out
+    assert "INVALID: broken-gadgets (-): " in out
+
+
+HOSTILE_FILES = {
+    "binary": (b"\x7fELF\x00\x01\x02" + bytes(range(256)), "not a text file"),
+    "latin-1": ("name: caf\xe9".encode("latin-1"), "not UTF-8 text"),
+    "deep JSON": (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+    "not a mapping": (b"- a\n- b\n", "document must be an object, got list"),
+    "500-deep chain": (None, "more than 32 ownerRef levels below the root"),
+    "gojq lacks it": (GOOD.replace(".spec.replicas // 1", ".spec | keys_unsorted | length").encode(),
+                      "is not available in gojq"),
+    "exponential": (GOOD.replace(".spec.replicas // 1", '"def f(x): x,x; ' + "f(" * 30 + "." + ")" * 30 + '"').encode(),
+                    "exponential time"),
+}
+
+
+def _chain(depth: int) -> bytes:
+    kids = "".join(
+        f"      - {{name: c{i}, ownerRef: {'widget' if i == 0 else f'c{i - 1}'}, "
+        "kind: {group: example.com, version: v1, kind: Part}}\n"
+        for i in range(depth)
+    )
+    return (GOOD.replace("  optimizationInstructions:", "    childComponents:\n" + kids + "  optimizationInstructions:")).encode()
+
+
+@pytest.mark.parametrize("name", HOSTILE_FILES)
+def test_validate_hostile_files_without_traceback(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, expected = HOSTILE_FILES[name]
+    f = tmp_path / ("k.json" if name == "deep JSON" else "k.yaml")
+    f.write_bytes(_chain(200) if data is None else data)
+    assert main(["definitions", "validate", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert expected in out and "INVALID: " in out and "Traceback" not in out
 
 
 def test_validate_cluster_without_a_reachable_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +175,7 @@ def test_list_builtin_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "ORIGIN", "VALID", "GANG", "IN", "EFFECT"]
-    assert len(lines) == 19
+    assert len(lines) == 25  # header + 24 built-in definitions
     row = next(line for line in lines if line.startswith("leaderworkerset-x-k8s-io-leaderworkerset-v1 "))
     assert row.split() == ["leaderworkerset-x-k8s-io-leaderworkerset-v1", "LeaderWorkerSet.v1.leaderworkerset.x-k8s.io",
                            "builtin:definitions/leaderworkerset-x-k8s-io-leaderworkerset-v1.yaml", "yes", "podGroups", "yes"]

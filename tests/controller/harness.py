@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -22,6 +24,14 @@ from grouper.observability.metrics import Metrics
 from grouper.runtime import RunSettings, Service
 
 REPO = Path(__file__).resolve().parents[2]
+GROUPER = Path(sys.executable).with_name("grouper")  # the console script of this venv
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 T = TypeVar("T")
 WRITE_VERBS = ("create", "update", "patch", "delete")
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.owner_chain import resolve_owners
-from grouper.model.errors import OwnerNotFound, OwnerUidMismatch
+from grouper.model.errors import InvalidWorkload, OwnerCycle, OwnerNotFound, OwnerUidMismatch
 
 
 def obj(api_version: str, kind: str, name: str, uid: str, owners: list[dict] | None = None, ns: str = "ns") -> dict:
@@ -101,5 +103,19 @@ def test_reference_cycle_is_an_error() -> None:
     b = obj("example.com/v1", "B", "b", "u-b", [ref(a, True)])
     a["metadata"]["ownerReferences"] = [ref(b, True)]
     pod = obj("v1", "Pod", "p", "u-pod", [ref(a, True)])
-    with pytest.raises(OwnerNotFound, match="cycle"):
+    with pytest.raises(OwnerCycle, match="cycle") as err:
         resolve_owners(pod, InMemoryLookups([a, b]))
+    assert err.value.reason == "OwnerCycle" and not err.value.retryable
+
+
+@pytest.mark.parametrize(
+    "refs,field",
+    [("hello", "metadata.ownerReferences"), (["x"], "metadata.ownerReferences[0]"),
+     ([{"kind": "A", "name": "a"}], "metadata.ownerReferences[0].apiVersion")],
+)
+def test_malformed_owner_references_name_the_field(refs: object, field: str) -> None:
+    pod = obj("v1", "Pod", "p", "u-pod")
+    pod["metadata"]["ownerReferences"] = refs
+    with pytest.raises(InvalidWorkload, match=re.escape(f"field {field}:")) as err:
+        resolve_owners(pod, InMemoryLookups([]))
+    assert not err.value.retryable

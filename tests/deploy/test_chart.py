@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from devtools import chart
-from grouper.runtime.settings import FLAGS, RunSettings, add_flags
+from grouper.runtime.settings import ALIASES, FLAGS, RunSettings, add_flags
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,11 +82,13 @@ def test_chart_crds_are_deploy_crds() -> None:
 
 
 def test_values_cover_every_grouper_run_flag() -> None:
-    """KAI's `podgrouper.args` convention: one camelCase value per flag, in values.yaml and in the schema."""
+    """KAI's `podgrouper.args` convention: one camelCase value per flag in values.yaml; the schema also accepts
+    KAI's own names for the flags that have an alias (gangScheduleKnative, gangScheduleDeployment)."""
     schema = json.loads((chart.CHART / "values.schema.json").read_text())
     values = yaml.safe_load((chart.CHART / "values.yaml").read_text())
     expected = {camel(f) for f in FLAGS}
-    assert set(schema["properties"]["args"]["properties"]) == expected
+    aliases = {camel(a) for names in ALIASES.values() for a in names}
+    assert set(schema["properties"]["args"]["properties"]) == expected | aliases
     assert set(values["args"]) == expected
 
 
@@ -132,7 +134,7 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "schedulerName": "other-scheduler", "queueLabelKey": "q", "nodepoolLabelKey": "", "qps": 12.5,
         "burst": 40, "maxConcurrentReconciles": 3, "leaderElect": True, "leaderElectionNamespace": "elsewhere",
         "leaderElectionId": "my-lease", "genericKartaFallback": False, "knativeGangSchedule": False,
-        "searchLegacyPg": False, "defaultPrioritiesConfigmapName": "cm", "defaultPrioritiesConfigmapNamespace": "cmns",
+        "searchLegacyPg": False, "deploymentGangSchedule": False, "defaultPrioritiesConfigmapName": "cm", "defaultPrioritiesConfigmapNamespace": "cmns",
         "podLabelSelector": "a=b,c=d", "namespaceLabelSelector": "team=x", "definitions": "/defs",
         "kubeconfig": "/kc", "context": "ctx", "server": "https://api:6443", "tokenFile": "/t",
         "certificateAuthority": "/ca", "httpBindAddress": "127.0.0.1:9000", "httpAuth": "none",
@@ -150,6 +152,16 @@ def test_every_arg_value_reaches_its_flag() -> None:
     assert one(objs, "Role", "kai-pod-grouper-leader-election")["metadata"]["namespace"] == "elsewhere"
     assert one(objs, "Role", "kai-pod-grouper-leader-election")["rules"][0]["resourceNames"] == ["my-lease"]
     assert one(objs, "Role", "kai-pod-grouper-defaults")["metadata"]["namespace"] == "cmns"
+
+
+def test_kai_arg_names_are_accepted() -> None:
+    """KAI's Helm `podgrouper.args.gangScheduleKnative` / `gangScheduleDeployment` reach the same settings."""
+    args = container_args(objects(chart.template({"args": {"gangScheduleKnative": False,
+                                                           "gangScheduleDeployment": False}})))
+    assert "--gang-schedule-knative=false" in args
+    settings = parse_run_args(args)
+    assert settings.knative_gang_schedule is False
+    assert settings.deployment_gang_schedule is False
 
 
 def test_one_replica_has_no_pdb_and_no_election_unless_asked() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,15 @@ def fkube(fault_cluster: LocalCluster) -> Iterator[Kube]:
 @pytest.fixture(scope="module")
 def audit(fault_cluster: LocalCluster) -> Audit:
     return Audit(fault_cluster.audit_log)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def ns(fkube: Kube) -> Iterator[str]:
+    """A fresh namespace on the fault cluster."""
+    name = f"f-{uuid.uuid4().hex[:8]}"
+    fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
 
 
 @pytest.fixture

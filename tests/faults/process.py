@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from controller.harness import GROUPER, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-GROUPER = Path(sys.executable).with_name("grouper")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class GrouperProcess:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kube import Kube, wait_until
 
 from faults.conftest import Audit
@@ -19,14 +16,6 @@ from faults.process import GrouperProcess
 from faults.workloads import create_jobs, create_pods, marks, pod_groups, pods, pods_of, resource_versions
 
 JOBS, WORKERS = 400, 4  # 2,000 pods
-
-
-@pytest.fixture
-def ns(fkube: Kube) -> Iterator[str]:
-    name = f"f-{uuid.uuid4().hex[:8]}"
-    fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
 
 
 def _all_grouped(kube: Kube, ns: str, count: int) -> list[dict[str, Any]] | None:

@@ -5,7 +5,6 @@ writing fields the grouper does not own is never overwritten (409s retried from 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,6 @@ from faults.workloads import (
 )
 
 REPEAT = 5
-
-
-@pytest.fixture
-def ns(fkube: Kube) -> Iterator[str]:
-    name = f"f-{uuid.uuid4().hex[:8]}"
-    fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    yield name
-    fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
 
 
 @pytest.fixture

@@ -7,25 +7,26 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from controller.harness import annotated, job, label_namespace, pod_groups, pods, scope_label
+from controller.harness import (
+    GROUPER,
+    annotated,
+    free_port,
+    job,
+    label_namespace,
+    pod_groups,
+    pods,
+    scope_label,
+)
 from kube import Kube, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-GROUPER = Path(sys.executable).with_name("grouper")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_grouper_run_as_service_account(cluster: Any, kube: Kube, namespace: str, tmp_path: Path) -> None:

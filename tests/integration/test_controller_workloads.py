@@ -81,10 +81,27 @@ def test_batch_job_gets_one_podgroup_and_annotated_pods(
     assert lat == 3
 
 
-def test_deployment_gets_one_podgroup_per_pod(kube: Kube, scoped: str, grouper: GrouperThread) -> None:
+def test_deployment_gets_one_gang_podgroup(kube: Kube, scoped: str, grouper: GrouperThread) -> None:
+    """KAI v0.18: a Deployment is gang-scheduled by default, one PodGroup owned by the Deployment."""
     ns = scoped
-    kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
+    dep = kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
     ps = wait_until(lambda: annotated(kube, ns, 2, "app=serve"), 30, what="2 annotated pods")
+    pgs = pod_groups(kube, ns)
+    name = f"pg-serve-{dep['metadata']['uid']}"
+    assert set(pgs) == {name}
+    assert all(p["metadata"]["annotations"][ANNOTATION] == name for p in ps)
+    owner = pgs[name]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Deployment", dep["metadata"]["uid"])
+    assert pgs[name]["spec"]["priorityClassName"] == "inference"
+    assert pgs[name]["spec"]["minMember"] == 1
+    assert pgs[name]["spec"]["topologyConstraint"] == {}  # stored as KAI stores it
+
+
+def test_deployment_per_pod_with_gang_schedule_off(cluster: Any, kube: Kube, scoped: str) -> None:
+    ns = scoped
+    with GrouperThread(cluster, ns, deployment_gang_schedule=False):
+        kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
+        ps = wait_until(lambda: annotated(kube, ns, 2, "app=serve"), 30, what="2 annotated pods")
     pgs = pod_groups(kube, ns)
     for p in ps:
         m = p["metadata"]
@@ -94,6 +111,25 @@ def test_deployment_gets_one_podgroup_per_pod(kube: Kube, scoped: str, grouper: 
         assert pgs[name]["metadata"]["ownerReferences"][0]["uid"] == m["uid"]
         assert pgs[name]["spec"]["priorityClassName"] == "inference"
     assert len(pgs) == 2
+
+
+def test_deployment_with_per_pod_podgroups_keeps_them_when_gang_turns_on(
+    cluster: Any, kube: Kube, scoped: str
+) -> None:
+    """KAI's legacy path: pods already spread over per-pod PodGroups are not re-parented; a new pod of that
+    Deployment gets its own PodGroup too."""
+    ns = scoped
+    with GrouperThread(cluster, ns, deployment_gang_schedule=False):
+        kube.create(f"/apis/apps/v1/namespaces/{ns}/deployments", deployment("serve", 2))
+        wait_until(lambda: annotated(kube, ns, 2, "app=serve"), 30, what="2 annotated pods")
+    with GrouperThread(cluster, ns):
+        kube.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/serve", {"spec": {"replicas": 3}})
+        ps = wait_until(lambda: annotated(kube, ns, 3, "app=serve"), 30, what="3 annotated pods")
+    pgs = pod_groups(kube, ns)
+    assert len(pgs) == 3
+    for p in ps:
+        m = p["metadata"]
+        assert m["annotations"][ANNOTATION] == f"pg-{m['name']}-{m['uid']}"
 
 
 def test_jobset_one_podgroup_with_subgroups_and_rescale_without_pod_events(
@@ -175,6 +211,9 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
             return all(p["metadata"]["annotations"].get(ANNOTATION) == karta_name for p in ps)
 
         wait_until(regrouped, 30, what="pods moved to the Karta PodGroup without a restart")
+        # the PodGroup it replaced is named by no pod any more: the grouper deletes it (and only it)
+        wait_until(lambda: set(pod_groups(kube, ns)) == {karta_name}, 15, what="the replaced PodGroup deleted")
+        assert grouper.metrics.value("podgrouper_podgroups_deleted_total") == 1
         assert (
             grouper.metrics.value("podgrouper_karta_definitions", {"origin": "cluster", "state": "valid"})
             == 1
@@ -212,6 +251,9 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
             )
 
         wait_until(back_to_default, 30, what="pods back on the default PodGroup without sub-group labels")
+        wait_until(lambda: set(pod_groups(kube, ns)) == {default_name}, 15, what="the Karta PodGroup deleted")
+        detail = grouper.store.pods_of_group(ns, karta_name)
+        assert detail == [], "no pod is counted for the PodGroup it left"
     finally:
         kube.delete(f"/apis/run.ai/v1alpha1/kartas/{karta['metadata']['name']}", ignore_missing=True)
 

@@ -153,5 +153,5 @@ def test_definitions_from_the_cluster(
     assert "jobset-x-k8s-io-jobset-v1alpha2" in items
     assert main(["definitions", "validate", "--cluster", *kc]) == 1
     out = capsys.readouterr().out
-    assert f"cluster:Karta/{good}: {good}: valid" in out
-    assert f"cluster:Karta/{bad}: {bad}: INVALID" in out and "'.spec.replicas |= 2'" in out
+    assert f"OK: {good} (cluster:Karta/{good}) is a valid Karta definition" in out
+    assert f"INVALID: {bad} (cluster:Karta/{bad}): " in out and "'.spec.replicas |= 2'" in out

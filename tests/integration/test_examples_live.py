@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from controller.harness import GROUPER, free_port
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-GROUPER = Path(sys.executable).with_name("grouper")
 # Example name -> files submitted together (default "<name>.yaml"); batchling-karta goes with its kind.
 INPUTS = {
     "jobset-demo": ["jobset-demo.yaml", "jobset-demo-pods.yaml"],
@@ -59,11 +59,6 @@ BATCHLING_READER = [
     },
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +249,72 @@ def test_every_native_plugin_and_karta_path_is_covered() -> None:
         "BatchJob Grouper", "CronJob Grouper", "Deployment Grouper", "PodJob Grouper", "JobSet Grouper",
         "PyTorchJob Grouper", "MPI Grouper", "TensorFlow Grouper", "XGBoost Grouper", "JAX Grouper", "RayCluster Grouper", "RayJob Grouper", "RayService Grouper", "LWS Grouper", "KNative Grouper",
         "Grove Grouper", "SkipTopOwner Grouper", "Kubeflow Notebook Grouper", "Karta Grouper",
-        "Default Grouper",
+        "StatefulSet Grouper", "Default Grouper",
     }
     missing = {p for p in expected if not any(p in got for got in plugins)}
     assert not missing, f"no example exercises {sorted(missing)}; got {sorted(plugins)}"
+
+
+def test_restart_over_every_example_writes_nothing(
+    bare: tuple[LocalCluster, Kube], grouper: str, tmp_path: Path
+) -> None:
+    """A fresh grouper over the whole converged examples set (what a restart or a fail-over does) decides
+    everything again and writes nothing: every PodGroup's and pod's resourceVersion stays the same."""
+    cluster, kube = bare
+    namespaces = [n["metadata"]["name"] for n in kube.list("/api/v1/namespaces") if n["metadata"]["name"].startswith("ex-")]
+    if len(namespaces) != len(NAMES):
+        pytest.skip("runs after every example was grouped (the whole module)")
+
+    def versions() -> dict[str, str]:
+        out = {}
+        for ns in namespaces:
+            for pg in kube.list(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"):
+                out[f"pg {ns}/{pg['metadata']['name']}"] = pg["metadata"]["resourceVersion"]
+            for p in kube.list(f"/api/v1/namespaces/{ns}/pods"):
+                out[f"pod {ns}/{p['metadata']['name']}"] = p["metadata"]["resourceVersion"]
+        return out
+
+    before = versions()
+    token_file = tmp_path / "token"
+    token_file.write_text(cluster.create_token("kai-system", "kai-pod-grouper"))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPER_") and k != "KUBECONFIG"}
+    log = tmp_path / "second.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(GROUPER), "run", "--server", cluster.server, "--token-file", str(token_file),
+             "--certificate-authority", cluster.ca_file, "--http-bind-address", f"127.0.0.1:{port}",
+             "--definitions", str(REPO / "definitions"), "--http-auth", "none"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def metric(name: str) -> float:
+        text = httpx.get(f"{base}/metrics", timeout=5).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.split("{", 1)[0].split(" ", 1)[0] == name)
+
+    try:
+        def settled() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code != 200:
+                    return False
+                return metric("podgrouper_workqueue_depth") == 0 and metric("podgrouper_reconciles_total") > 0
+            except httpx.HTTPError:
+                return False
+
+        wait_until(settled, timeout=90, what="the second grouper decided everything")
+        time.sleep(1.0)
+        writes = sum(float(line.rsplit(" ", 1)[1]) for line in httpx.get(f"{base}/metrics", timeout=5).text.splitlines()
+                     if line.startswith("podgrouper_api_requests_total{")
+                     and any(f'verb="{v}"' in line for v in ("create", "update", "patch", "delete"))
+                     and ('resource="podgroups"' in line or 'resource="pods"' in line))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    after = versions()
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    assert not changed and after.keys() == before.keys(), f"written on restart: {changed}"
+    assert writes == 0
+    print(f"\n[measure] restart over {len(namespaces)} examples ({len(before)} objects): 0 writes")

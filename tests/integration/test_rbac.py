@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
-from controller.harness import annotated, job, label_namespace, pod_groups, scope_label
+from controller.harness import GROUPER, annotated, free_port, job, label_namespace, pod_groups, scope_label
 from kube import Kube, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "rbac.yaml"
-GROUPER = Path(sys.executable).with_name("grouper")
 SA_NS, SA = "kai-system", "kai-pod-grouper"
 DEFAULTS_CM = "kai-pod-grouper-defaults"
 
@@ -46,11 +43,6 @@ OWN_RESOURCES = {"pods", "podgroups", "kartas", "priorityclasses", "namespaces",
                  "subjectaccessreviews", "leases", "configmaps"}
 OWNER_VERBS = {"get", "list", "watch"}  # list + watch: the owner informer; get: /workloads/...?live=true
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def granted() -> dict[tuple[str, str], set[str]]:
@@ -94,8 +86,13 @@ INTERMEDIATE_OWNERS = {
 
 
 def plural(kind: str) -> str:
+    """The resource name Kubernetes' default pluralization gives a kind (Sandbox → sandboxes)."""
     k = kind.lower()
-    return k + ("es" if k.endswith("s") else "s")
+    if k.endswith(("s", "x", "z", "ch", "sh")):
+        return k + "es"
+    if k.endswith("y") and k[-2:-1] not in "aeiou":
+        return k[:-1] + "ies"
+    return k + "s"
 
 
 def test_owner_kinds_are_kinds_the_code_knows() -> None:
@@ -108,7 +105,8 @@ def test_owner_kinds_are_kinds_the_code_knows() -> None:
     known = {(g, plural(k)) for g, _, k in native_plugins()} | {("run.ai", plural(k)) for k in RUNAI_SKIPPED_KINDS}
     for loaded in DefinitionRegistry(str(REPO / "definitions")).all():
         d = loaded.definition
-        kinds = [d.gvk, *d.additional_child_kinds, *(c.kind for c in d.components() if c.kind is not None)]
+        # additionalChildKinds (Services, routes) own no pods: the grouper does not read them
+        kinds = [d.gvk, *(c.kind for c in d.components() if c.kind is not None)]
         known |= {(k.group, plural(k.kind)) for k in kinds if k.kind}
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == SA)

@@ -310,7 +310,14 @@ def test_by_expression_tostring_and_no_output() -> None:
         "Running",
         "Failed",
     ]  # 1.0|tostring is "1" (gojq)
-    assert ev.status(obj(status={"n": None})).matched == ["Undefined"]  # null -> no match
+    assert ev.status(obj(status={"n": None})).matched == ["Undefined"]  # null is "null", not "1"
+
+
+def test_by_expression_null_matches_expected_null_like_upstream() -> None:
+    ev = status_ev({"initializing": [{"byExpression": {"expression": ".status.started", "expectedResult": "null"}}]})
+    assert ev.status(obj(status={"started": None})).matched == ["Initializing"]
+    assert ev.status(obj(status={})).matched == ["Initializing"]  # a missing field is null too
+    assert ev.status(obj(status={"started": "2026-12-01"})).matched == ["Undefined"]
 
 
 def test_matcher_criteria_are_anded() -> None:

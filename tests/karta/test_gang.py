@@ -67,7 +67,11 @@ def test_v2_zero_scale_sub_group_is_an_error() -> None:
             {"podGroup": {"name": "g", "subGroups": [{"componentName": "a"}]}},
         )
     )
-    with pytest.raises(KartaEvalError, match="component a must expose a replica scale definition"):
+    # upstream: "component a must expose a replica scale definition"; ours names the values
+    with pytest.raises(
+        KartaEvalError,
+        match=r"sub-group a has no pods to wait for: its scale is 0 \(component a: replicas 0 \(expression '0'\)\)",
+    ):
         run(d, pod({"role": "a"}))
 
 

@@ -99,12 +99,13 @@ def test_unparseable_cluster_object_recorded() -> None:
     assert reg.cluster_errors() == {} and reg.resolve(PYFLOW).definition is not None
 
 
-def test_evaluators_cached_and_isolated_for_cluster_definitions() -> None:
+def test_evaluators_cached_and_isolated_for_every_definition() -> None:
     reg = DefinitionRegistry(DATA)
     builtin = reg.resolve(JOBSET).definition
     assert builtin is not None
     ev = reg.evaluator(builtin)
-    assert reg.evaluator(builtin) is ev and not ev.isolated
+    assert reg.evaluator(builtin) is ev and ev.isolated  # built-ins run bounded too
+    assert not DefinitionRegistry(DATA, isolate_builtin=False).evaluator(builtin).isolated
     loaded = reg.upsert_cluster_object(jobset_cluster("mine"))
     assert loaded is not None
     assert reg.evaluator(loaded.definition).isolated

@@ -63,9 +63,12 @@ def test_sandbox_has_no_environment(sandbox: SandboxedRunner, monkeypatch: pytes
     assert "SECRET_TOKEN" not in env
 
 
-def test_fused_timeout_fails_the_batch_only(sandbox: SandboxedRunner) -> None:
-    out = evaluate_many([".a", "def f: f; f"], '{"a": 1}', runner=sandbox, timeout_s=0.5)
-    assert all(o.error and "time limit" in o.error for o in out.values())
+def test_fused_timeout_is_blamed_on_the_expression_that_ran_out_of_time(sandbox: SandboxedRunner) -> None:
+    out = evaluate_many([".a", "def f: f; f", ".b"], '{"a": 1}', runner=sandbox, timeout_s=0.5)
+    assert out[".a"].values == (1,)  # evaluated alone after the fused run timed out
+    culprit = out["def f: f; f"]
+    assert culprit.error is not None and "time limit of 0.5s" in culprit.error and culprit.blame is None
+    assert out[".b"].blame == "def f: f; f" and out[".b"].error is not None
     assert evaluate_many([".a"], '{"a": 1}', runner=sandbox, timeout_s=5)[".a"].values == (1,)
 
 

@@ -135,15 +135,15 @@ def context(
     the_lookups: InMemoryLookups | None = None,
 ) -> GroupingContext:
     """A GroupingContext. ``top_owner`` None = bare pod (top owner is the pod, no owners);
-    ``owners`` None = ``[top_owner]``; ``plugins`` backs ``native_plugin_for`` by exact GVK."""
+    ``owners`` None = ``[top_owner]``; ``plugins`` backs ``plugin_for`` (exact GVK, then version ``*``)."""
     if top_owner is None:
         top, chain = the_pod, []
     else:
         top, chain = top_owner, (owners if owners is not None else [top_owner])
     table = dict(plugins or {})
 
-    def native_plugin_for(gvk: GVK) -> Plugin | None:
-        return table.get((gvk.group, gvk.version, gvk.kind))
+    def plugin_for(gvk: GVK) -> Plugin | None:
+        return table.get((gvk.group, gvk.version, gvk.kind)) or table.get((gvk.group, "*", gvk.kind))
 
     return GroupingContext(
         pod=the_pod,
@@ -151,7 +151,7 @@ def context(
         owners=chain,
         lookups=the_lookups if the_lookups is not None else lookups(*objects, defaults_cm=defaults_cm),
         config=config or GroupingConfig(),
-        native_plugin_for=native_plugin_for,
+        plugin_for=plugin_for,
     )
 
 

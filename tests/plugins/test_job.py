@@ -71,10 +71,14 @@ def test_MinMemberOverride_message() -> None:
                               '"abc" is not an integer')
 
 
-def test_MinMemberOverride_negative_rejected_zero_kept() -> None:
-    with pytest.raises(InvalidWorkload, match="-2 is not valid: it must be >= 0"):
-        JobGrouper().metadata(context(pod(), job({"kai.scheduler/batch-min-member": "-2"})))
-    assert JobGrouper().metadata(context(pod(), job({"kai.scheduler/batch-min-member": "0"}))).min_member == 0
+@pytest.mark.parametrize("value", ["-2", "0"])
+def test_MinMemberOverrideBelowOneRejected(value: str) -> None:
+    """KAI v0.18 ``minmember.Parse``: values below 1 are an error naming the annotated Job."""
+    with pytest.raises(InvalidWorkload, match=rf"Job test_namespace/test_job: .*{value} is not valid: it must be >= 1"):
+        JobGrouper().metadata(context(pod(), job({"kai.scheduler/batch-min-member": value})))
+
+
+def test_MinMemberOverrideSigned() -> None:
     assert JobGrouper().metadata(context(pod(), job({"kai.scheduler/batch-min-member": "+4"}))).min_member == 4
 
 

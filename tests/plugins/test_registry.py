@@ -19,7 +19,7 @@ EXPECTED = {
     ("kubeflow.org", "v2beta1", "MPIJob"): "MPI Grouper",
     ("kubeflow.org", "v1beta1", "Notebook"): "Kubeflow Notebook Grouper",
     ("batch", "v1", "Job"): "BatchJob Grouper",
-    ("apps", "v1", "StatefulSet"): "Default Grouper",
+    ("apps", "v1", "StatefulSet"): "StatefulSet Grouper",
     ("apps", "v1", "ReplicaSet"): "Default Grouper",
     ("run.ai", "v1", "RunaiJob"): "RunaiJob Grouper",
     ("", "v1", "Pod"): "PodJob Grouper",
@@ -47,6 +47,7 @@ EXPECTED = {
     ("run.ai", "*", "DistributedWorkload"): "SkipTopOwner Grouper",
     ("run.ai", "*", "InteractiveWorkload"): "SkipTopOwner Grouper",
     ("run.ai", "*", "DistributedInferenceWorkload"): "SkipTopOwner Grouper",
+    ("run.ai", "*", "WorkloadRunner"): "SkipTopOwner Grouper",
     ("trainer.kubeflow.org", "v1alpha1", "TrainJob"): "SkipTopOwner Grouper",
     ("nvidia.com", "*", "DynamoGraphDeployment"): "SkipTopOwner Grouper",
 }

@@ -38,7 +38,7 @@ def test_uses_the_second_last_owner_when_there_are_multiple() -> None:
     md = SkipTopOwnerGrouper().metadata(ctx)
     assert md is not None
     assert md.queue == "test-queue"
-    assert md.owner == OwnerRef("v1", "Pod", "test-pod", "p-1")  # the Deployment grouper: one group per pod
+    assert md.owner == OwnerRef("apps/v1", "Deployment", "middle-owner", "d-1")  # the Deployment grouper: a gang
     assert md.priority_class_name == "inference"
 
 

@@ -29,12 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="validate Karta definition files or directories (default: the built-in catalog)",
         description=(
             "Load every Karta in the given files and directories (a directory means its *.yaml, *.yml "
-            "and *.json files) and run the validator on it: structure, references and jq expressions. "
-            "Exit 0 only when every definition is valid (warnings allowed), 1 otherwise, 2 when the "
-            "cluster cannot be read."
+            "and *.json files; - reads stdin) and run the validator on it: structure, references and jq "
+            "expressions (jq is compiled in the sandbox). Prints OK:/INVALID: lines as kli does. Exit 0 "
+            "when every definition is valid (warnings allowed), 1 when any is invalid or cannot be loaded, "
+            "2 when a file or the cluster cannot be read."
         ),
     )
-    v.add_argument("paths", nargs="*", metavar="PATH", help="Karta file or directory (repeatable)")
+    v.add_argument("paths", nargs="*", metavar="PATH", help="Karta file or directory (repeatable; - for stdin)")
     v.add_argument("--cluster", action="store_true", help="also validate the cluster's Karta objects")
     _cluster_flags(v)
     v.add_argument("-o", "--output", choices=["text", "json"], default="text")
@@ -113,28 +114,50 @@ def _load_error(source: str, exc: Any) -> dict[str, Any]:
 
 def run_validate(args: argparse.Namespace) -> int:
     from grouper.karta import KartaLoadError, from_object, load_file
+    from grouper.karta.loader import load_text
 
     checked: list[_Checked] = []
     load_errors: list[dict[str, Any]] = []
-    paths = [Path(p) for p in args.paths]
+    io_errors: list[str] = []
+    paths = list(args.paths)
     if not paths and not args.cluster:
         builtin = default_definitions_dir()
         if builtin is None:
             print("error: no PATH given and the built-in catalog was not found", file=sys.stderr)
             return EXIT_USAGE
-        paths = [builtin]
-    for path in paths:
-        if not path.exists():
-            load_errors.append({"source": str(path), "field": None, "message": "no such file or directory"})
+        paths = [str(builtin)]
+    for raw in paths:
+        if raw == "-":
+            try:
+                text = sys.stdin.buffer.read()
+                defs = load_text(text, "-")
+            except KartaLoadError as e:
+                load_errors.append(_load_error("-", e))
+                continue
+            except OSError as e:
+                io_errors.append(f"-: cannot read: {e}")
+                continue
+            if not defs:
+                load_errors.append({"source": "-", "field": None, "message": "no Karta definition in the input"})
+            checked.extend(_check(d, "-") for d in defs)
             continue
-        for f in _files(path):
+        path = Path(raw)
+        if not path.exists():
+            io_errors.append(f"{path}: no such file or directory")
+            continue
+        try:
+            files = _files(path)
+        except OSError as e:
+            io_errors.append(f"{path}: cannot read: {e.strerror or e}")
+            continue
+        for f in files:
             try:
                 defs = load_file(f)
             except KartaLoadError as e:
                 load_errors.append(_load_error(str(f), e))
                 continue
             except (OSError, UnicodeDecodeError) as e:
-                load_errors.append({"source": str(f), "field": None, "message": f"cannot read: {e}"})
+                io_errors.append(f"{f}: cannot read: {e}")
                 continue
             if not defs:
                 load_errors.append({"source": str(f), "field": None, "message": "no Karta definition in file"})
@@ -144,17 +167,23 @@ def run_validate(args: argparse.Namespace) -> int:
         if objs is None:
             return EXIT_USAGE
         for obj in objs:
-            name = str((obj.get("metadata") or {}).get("name") or "")
-            source = f"cluster:Karta/{name}"
+            meta = obj.get("metadata")
+            karta_name = meta.get("name") if isinstance(meta, dict) else None
+            source = f"cluster:Karta/{karta_name or ''}"
             try:
                 checked.append(_check(from_object(obj, source), source))
-            except KartaLoadError as e:
-                load_errors.append(_load_error(source, e))
-    ok = not load_errors and all(c.valid for c in checked)
+            except KartaLoadError as exc:
+                load_errors.append(_load_error(source, exc))
+    ok = not load_errors and not io_errors and all(c.valid for c in checked)
+    for problem in io_errors:
+        print(f"error: {problem}", file=sys.stderr)
     if args.output == "json":
-        print(json.dumps({"valid": ok, "definitions": [c.to_dict() for c in checked], "loadErrors": load_errors}, indent=2))
+        print(json.dumps({"valid": ok, "definitions": [c.to_dict() for c in checked], "loadErrors": load_errors,
+                          "ioErrors": io_errors}, indent=2))
     else:
-        print(_validate_text(checked, load_errors, ok), end="")
+        print(_validate_text(checked, load_errors, io_errors, ok), end="")
+    if io_errors:
+        return EXIT_USAGE
     return EXIT_OK if ok else EXIT_INVALID
 
 
@@ -173,28 +202,38 @@ def _cluster_kartas(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None
 
 
-def _issue_text(kind: str, i: dict[str, Any]) -> str:
-    text = f"    {kind}: {i['field']}: {i['message']}"
+def _issue_text(i: dict[str, Any]) -> str:
+    text = f"{i['field']}: {i['message']}"
     if i.get("expression") is not None:
         text += f" (expression '{i['expression']}')"
     return text
 
 
-def _validate_text(checked: list[_Checked], load_errors: list[dict[str, Any]], ok: bool) -> str:
+def _gvk_line(gvk: dict[str, str]) -> str:
+    group_version = f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]
+    return f"{group_version}, Kind={gvk['kind']}"
+
+
+def _validate_text(
+    checked: list[_Checked], load_errors: list[dict[str, Any]], io_errors: list[str], ok: bool
+) -> str:
+    """kli's lines: ``OK: <name> ...`` per valid definition, ``INVALID: <name>: <reason>`` per
+    problem (warnings indented below), then a summary."""
     lines: list[str] = []
     for e in load_errors:
         where = f"{e['source']}: field {e['field']}" if e.get("field") else e["source"]
-        lines.append(f"{where}: cannot load: {e['message']}")
+        lines.append(f"INVALID: {where}: cannot load: {e['message']}")
     for c in checked:
-        state = "valid" if c.valid else "INVALID"
-        extra = f" ({len(c.warnings)} warning{'s' if len(c.warnings) != 1 else ''})" if c.warnings else ""
-        lines.append(f"{c.source}: {c.name}: {state}{extra}")
-        lines.extend(_issue_text("error", i) for i in c.errors)
-        lines.extend(_issue_text("warning", i) for i in c.warnings)
+        if c.valid:
+            lines.append(f"OK: {c.name} ({c.source}) is a valid Karta definition (GVK: {_gvk_line(c.gvk)})")
+        lines.extend(f"INVALID: {c.name} ({c.source}): {_issue_text(i)}" for i in c.errors)
+        lines.extend(f"  warning: {c.name}: {_issue_text(i)}" for i in c.warnings)
     bad = sum(1 for c in checked if not c.valid)
     summary = f"{len(checked)} definition{'s' if len(checked) != 1 else ''} checked, {bad} invalid"
     if load_errors:
         summary += f", {len(load_errors)} could not be loaded"
+    if io_errors:
+        summary += f", {len(io_errors)} could not be read"
     lines.append(summary if not ok else summary + ": all valid")
     return "\n".join(lines) + "\n"
 

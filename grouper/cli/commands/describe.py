@@ -108,7 +108,7 @@ def _builtins(definitions_dir: Path | None) -> list[Any]:
 
 
 def _registry(
-    builtins: list[Any], gvks: set[Any], cluster_objects: list[dict[str, Any]], *, isolate: bool = False
+    builtins: list[Any], gvks: set[Any], cluster_objects: list[dict[str, Any]], *, isolate: bool = True
 ) -> Any:
     """A registry holding the built-ins of the given kinds and every cluster/file Karta
     (``isolate``: evaluate the cluster ones in the jq sandbox worker)."""

@@ -1,9 +1,15 @@
-"""``grouper get podgroups``: the PodGroups a grouper manages.
+"""``grouper get podgroups`` / ``grouper get workloads``.
 
-With ``--server URL`` it asks a running grouper's HTTP API (``GET /podgroups``, all pages), which knows the
-plugin, the Karta definition and the workload status. Without it, it reads the cluster through the
-kubeconfig: the ``scheduling.run.ai/v2alpha2`` PodGroups and the pods that name them in their
-``pod-group-name`` annotation.
+``podgroups``: the PodGroups a grouper manages. With ``--server URL`` it asks a running grouper's HTTP API
+(``GET /podgroups``, all pages), which knows the plugin, the Karta definition and the workload status.
+Without it, it reads the cluster through the kubeconfig: the ``scheduling.run.ai/v2alpha2`` PodGroups and
+the pods that name them in their ``pod-group-name`` annotation.
+
+``workloads``: one row per workload (NAMESPACE NAME KIND PHASE COMPONENTS GPU AGE, components as
+``leader(1), worker(2)``), the list the Workload Map article shows. With ``--server URL`` from the
+grouper's ``GET /workloads`` (every workload it grouped, also kinds without a Karta definition); without
+it live through the kubeconfig: every top-level object of a kind a Karta definition covers (built-in
+catalog and cluster ``Karta`` objects), described with its pods.
 """
 
 from __future__ import annotations
@@ -39,11 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("resource", choices=["podgroups", "podgroup", "pg"], help="what to list")
+    p.add_argument("resource", choices=["podgroups", "podgroup", "pg", "workloads", "workload", "wl"],
+                   help="what to list")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument("--definitions", type=Path, default=None, metavar="DIR",
+                   help="workloads, live: the built-in Karta catalog (default: the shipped definitions/)")
     add_target_flags(p)
     p.set_defaults(func=run)
 
@@ -161,6 +170,8 @@ def render_errors(errors: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.resource in ("workloads", "workload", "wl"):
+        return run_workloads(args)
     errors: list[dict[str, Any]] = []  # only the grouper's API knows what failed
     try:
         if args.server:
@@ -184,3 +195,137 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print(render_errors(errors), file=sys.stderr)
     return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ workloads
+
+
+def workloads_from_server(server: str, namespace: str | None, token_file: str | None) -> list[Any]:
+    from grouper.describe.workloads import WorkloadSummary
+
+    body = server_get(server, "/workloads", {"namespace": namespace}, token_file) or {}
+    out = []
+    for i in body.get("items") or []:
+        out.append(WorkloadSummary(
+            namespace=str(i.get("namespace") or ""), name=str(i.get("name") or ""), kind=str(i.get("kind") or ""),
+            api_version=str(i.get("apiVersion") or ""), created_at=i.get("createdAt"),
+            phases=[str(x) for x in i.get("phases") or []],
+            components=[(str(c.get("name")), int(c.get("replicas") or 0)) for c in i.get("components") or []],
+            gpus=int(i.get("gpus") or 0), pods=int(i.get("pods") or 0), definition=i.get("definition"),
+            origin=i.get("origin"), warnings=[str(w) for w in i.get("warnings") or []],
+        ))
+    return out
+
+
+def _with_type(items: list[dict[str, Any]], api_version: str, kind: str) -> list[dict[str, Any]]:
+    """List items come without apiVersion/kind; put them back."""
+    return [i if i.get("kind") else {**i, "apiVersion": api_version, "kind": kind} for i in items]
+
+
+def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> tuple[list[Any], list[str]]:
+    """Every top-level object of a kind a Karta definition covers, summarized with its pods."""
+    from grouper.cli.commands.describe import _builtins, _pick_definition, _registry
+    from grouper.cli.common import default_definitions_dir
+    from grouper.cli.live_workload import list_kartas
+    from grouper.describe import MAX_DEPTH
+    from grouper.describe.workloads import list_workloads
+    from grouper.model.objects import GVK
+
+    warnings: list[str] = []
+    cluster = SyncKube.connect(args.kubeconfig, args.context)
+    try:
+        kartas: list[dict[str, Any]] = []
+        try:
+            kartas = list_kartas(cluster)
+        except ApiError as e:
+            if e.forbidden:
+                warnings.append("not allowed to list Kartas; using the built-in definitions only")
+            elif not e.not_found:  # 404: no Karta CRD, the built-in catalog only
+                raise
+        builtins = _builtins(args.definitions or default_definitions_dir())
+        registry = _registry(builtins, {d.gvk for d in builtins}, kartas, isolate=True)
+        chosen: dict[GVK, Any] = {}
+
+        def definitions(gvk: GVK) -> Any:
+            if gvk not in chosen:
+                defn, _ = _pick_definition(registry, gvk)
+                chosen[gvk] = (defn, registry.evaluator(defn)) if defn is not None else None
+            return chosen[gvk]
+
+        def listed(api_version: str, kind: str) -> list[dict[str, Any]]:
+            res = cluster.resolve(GVK.from_api_version(api_version, kind))
+            if res is None or (namespace is not None and not res.namespaced):
+                return []
+            try:
+                return _with_type(cluster.list_items(res.path(namespace)), api_version, kind)
+            except ApiError as e:
+                if not e.forbidden:
+                    raise
+                warnings.append(f"not allowed to list {kind} ({api_version}); its workloads are not shown")
+                return []
+
+        pods = listed("v1", "Pod")
+        gvks = {ld.definition.gvk for ld in registry.all() if ld.definition.gvk.kind}
+        # the preferred version first: an object served under two versions is listed once
+        order = sorted(gvks, key=lambda g: (g.group, g.kind, g.version != cluster.preferred_version(g.group), g.version))
+        candidates: list[dict[str, Any]] = []
+        for gvk in order:
+            candidates += pods if (gvk.group, gvk.kind) == ("", "Pod") else listed(gvk.api_version, gvk.kind)
+        # intermediate owners (ReplicaSets, Jobs, StatefulSets, ...) on the pods' chains, one list per kind
+        known = {str(o["metadata"].get("uid")): o for o in [*candidates, *pods] if (o.get("metadata") or {}).get("uid")}
+        owners: list[dict[str, Any]] = []
+        done: set[tuple[str, str]] = {(g.api_version, g.kind) for g in gvks} | {("v1", "Pod")}
+        frontier = [*pods]
+        for _ in range(MAX_DEPTH):
+            missing = {(str(r.get("apiVersion")), str(r.get("kind"))) for o in frontier
+                       for r in (o.get("metadata") or {}).get("ownerReferences") or []
+                       if isinstance(r, dict) and str(r.get("uid")) not in known} - done
+            if not missing:
+                break
+            frontier = []
+            for api_version, kind in sorted(missing):
+                done.add((api_version, kind))
+                for o in listed(api_version, kind):
+                    known.setdefault(str(o["metadata"].get("uid")), o)
+                    owners.append(o)
+                    frontier.append(o)
+        # workloads of one kind are intermediate owners of another (a JobSet's Jobs)
+        chain = [o for o in candidates if o.get("kind") != "Pod"] + owners
+        return list_workloads(candidates, pods, chain, definitions), warnings
+    finally:
+        cluster.close()
+
+
+def run_workloads(args: argparse.Namespace) -> int:
+    from grouper.describe.workloads import render_workloads
+
+    warnings: list[str] = []
+    try:
+        if args.server:
+            namespace = None if args.all_namespaces else (args.namespace or "default")
+            items = workloads_from_server(args.server, namespace, args.token_file)
+        else:
+            if args.definitions is not None and not Path(args.definitions).is_dir():
+                print(f"error: {args.definitions}: not a directory", file=sys.stderr)
+                return EXIT_USAGE
+            namespace = None if args.all_namespaces else (args.namespace or _context_namespace(args))
+            items, warnings = workloads_from_cluster(args, namespace)
+    except (ServerError, ApiError, KubeConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.output == "json":
+        print(json.dumps({"items": [i.to_dict() for i in items], "count": len(items)}, indent=2))
+    elif not items:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
+        print(f"No workloads found in {where}.", file=sys.stderr)
+    else:
+        print(render_workloads(items))
+    for w in warnings + [f"{i.namespace}/{i.kind}/{i.name}: {w}" for i in items for w in i.warnings]:
+        print(f"warning: {w}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _context_namespace(args: argparse.Namespace) -> str:
+    """The kubeconfig context's namespace, else ``default`` (as ``kubectl``)."""
+    with SyncKube.connect(args.kubeconfig, args.context) as kube:
+        return kube.namespace

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from typing import Any
 
 import yaml
@@ -31,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="manifest file or directory (repeatable; - for stdin)")
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
+    p.add_argument("-n", "--namespace", default="default",
+                   help="namespace of namespaced objects that name none, as kubectl apply (default %(default)s)")
+    p.add_argument("--karta-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="time limit of one Karta jq evaluation in the sandbox (default %(default)s)")
     add_grouping_flags(p)
     p.set_defaults(func=run)
 
@@ -44,21 +49,72 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     definitions_dir = args.definitions or default_definitions_dir()
-    registry = DefinitionRegistry(definitions_dir)
+    registry = DefinitionRegistry(definitions_dir, timeout_s=args.karta_timeout)
+    for e in registry.load_errors:
+        print(f"error: Karta catalog: {e}", file=sys.stderr)
+    if registry.load_errors:
+        return EXIT_BAD_INPUT
+    if args.definitions is not None:  # the user's own catalog: an invalid entry is an input error
+        invalid = [x for x in registry.all() if not x.report.ok]
+        for x in invalid:
+            print(f"error: {x.origin}: Karta {x.definition.name} is invalid:", file=sys.stderr)
+            for issue in x.report.errors:
+                print(f"  {issue}", file=sys.stderr)
+        if invalid:
+            print("error: not planning with an invalid Karta definition", file=sys.stderr)
+            return EXIT_BAD_INPUT
     objects = []
+    bad = False
     for m in manifests:
         if m.obj.get("kind") in {"Karta", "ResourceInterface"}:
             try:
-                registry.upsert_cluster_object(m.obj)
-            except KartaLoadError as exc:
+                loaded = registry.upsert_cluster_object(m.obj)
+            except KartaLoadError as exc:  # upsert keeps load errors; stay safe
+                loaded, bad = None, True
                 print(f"error: {m.source}: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT
+            name = str(m.obj.get("metadata", {}).get("name"))
+            if loaded is None:
+                err = registry.cluster_errors().get(name)
+                if err is not None:
+                    print(f"error: {m.source}: Karta {name} cannot be loaded: {err}", file=sys.stderr)
+                bad = True
+            elif not loaded.report.ok:
+                print(f"error: {m.source}: Karta {name} is invalid:", file=sys.stderr)
+                for issue in loaded.report.errors:
+                    print(f"  {issue}", file=sys.stderr)
+                bad = True
         else:
-            objects.append(m.obj)
+            objects.append(_defaulted(m.obj, args.namespace))
+    if bad:
+        print("error: not planning with an invalid Karta (its kind would silently use another grouper)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     config = grouping_config(args)
     result = plan(objects, build_grouper(config, registry))
     emit(result, args.output)
     return EXIT_POD_ERRORS if result.errors else EXIT_OK
+
+
+# kinds that live outside namespaces (the rest get ``--namespace`` when they name none)
+CLUSTER_SCOPED = frozenset(
+    {"Namespace", "Node", "PriorityClass", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+     "PersistentVolume", "StorageClass", "Queue", "Topology", "Karta", "ResourceInterface"}
+)
+
+
+def _defaulted(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """What the API server would add: the namespace (as kubectl apply) and a uid (stable per
+    object, so the PodGroup name is well-formed and the plan is reproducible)."""
+    meta = dict(obj.get("metadata") or {})
+    changed = False
+    if not meta.get("namespace") and obj.get("kind") not in CLUSTER_SCOPED:
+        meta["namespace"] = namespace
+        changed = True
+    if not meta.get("uid"):
+        key = f"{obj.get('apiVersion')}/{obj.get('kind')}/{meta.get('namespace') or ''}/{meta.get('name')}"
+        meta["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"grouper-plan:{key}"))
+        changed = True
+    return {**obj, "metadata": meta} if changed else obj
 
 
 def emit(result: PlanResult, output: str) -> None:

@@ -1,0 +1,203 @@
+"""Hostile input offline: ``grouper plan`` and ``grouper describe -f`` answer every malformed or
+hostile file with a message naming the object, the field and the expression — never a traceback
+— and the right exit code."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grouper.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+KARTA = yaml.safe_load((REPO / "examples" / "batchling-karta.yaml").read_text())
+WORKLOAD_DOCS = list(yaml.safe_load_all((REPO / "examples" / "custom-batchling.yaml").read_text()))
+
+
+def _write(tmp_path: Path, name: str, docs: list[Any] | bytes) -> str:
+    f = tmp_path / name
+    if isinstance(docs, bytes):
+        f.write_bytes(docs)
+    else:
+        f.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return str(f)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text
+    return code, text
+
+
+def _pod(**meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p1", "namespace": "default", **meta},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+FILES: dict[str, tuple[Any, int, str]] = {
+    "binary file": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, 2, "not a text file"),
+    "latin-1 file": ("kind: caf\xe9".encode("latin-1"), 2, "not UTF-8 text"),
+    "JSON nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, 2, "nests too deeply"),
+    "YAML nested 1,000 deep": (b"a: " + b"{b: " * 1000 + b"1" + b"}" * 1000, 2, "nests too deeply"),
+    "a list, not an object": (b"- a\n- b\n", 2, "expected a Kubernetes object (a mapping), got list"),
+    "no kind": (b"apiVersion: v1\nmetadata: {name: x}\n", 2, "field kind is missing"),
+    "name not a string": (b"apiVersion: v1\nkind: Pod\nmetadata: {name: [x]}\n", 2,
+                          "field metadata.name must be a non-empty string"),
+    "namespace not a string": (b"apiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: 3}\n", 2,
+                               "field metadata.namespace must be a string"),
+    "invalid YAML": (b"apiVersion: v1\nkind: Pod\nmetadata: {name: x\n", 2, "invalid YAML"),
+    "infinite number": (b"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {n: .inf}\n", 2,
+                        "field spec.n: inf is not a JSON number"),
+    "ownerReferences: hello": ([_pod(ownerReferences="hello")], 1,
+                               "Pod default/p1: field metadata.ownerReferences: must be a list of owner references, got str"),
+    "ownerReferences item not an object": ([_pod(ownerReferences=["x"])], 1,
+                                           "field metadata.ownerReferences[0]: must be an object"),
+    "ownerReference without a name": ([_pod(ownerReferences=[{"apiVersion": "v1", "kind": "X"}])], 1,
+                                      "field metadata.ownerReferences[0].name: must be a non-empty string"),
+    "labels: [a, b]": ([_pod(labels=["a", "b"])], 1, "field metadata.labels: expected a map of strings, got list"),
+    "queue not a label value": ([_pod(labels={"kai.scheduler/queue": "not a/valid value!"})], 1,
+                                "spec.queue 'not a/valid value!' is not a valid label value"),
+}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_plan_hostile_files(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs, code, expected = FILES[name]
+    path = _write(tmp_path, "in.json" if "JSON" in name else "in.yaml", docs)
+    got, text = _run(capsys, "plan", "-f", path)
+    assert (got, expected in text) == (code, True), text
+
+
+def test_pod_without_namespace_or_uid_is_planned_in_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pod = _pod()
+    del pod["metadata"]["namespace"]
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "p.yaml", [pod]))
+    assert code == 0 and "PodGroup default/pg-p1-" in text and "PodGroup /" not in text
+    code, text = _run(capsys, "plan", "-n", "team-b", "-f", _write(tmp_path, "p.yaml", [pod]))
+    assert code == 0 and "PodGroup team-b/pg-p1-" in text
+
+
+def _batchling(replicas: Any) -> list[Any]:
+    docs = copy.deepcopy(WORKLOAD_DOCS)
+    docs[0]["spec"]["workers"]["replicas"] = replicas
+    return docs
+
+
+@pytest.mark.parametrize("replicas", [-3, 0])
+def test_zero_or_negative_replicas_are_explained(
+    replicas: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    k = _write(tmp_path, "k.yaml", [KARTA])
+    w = _write(tmp_path, "w.yaml", _batchling(replicas))
+    code, text = _run(capsys, "plan", "-f", k, "-f", w)
+    assert code == 1
+    assert (
+        f"Karta example-com-batchling-v1, component worker: sub-group worker has no pods to wait for: its scale "
+        f"is 0 (component worker: replicas {replicas} (expression '.spec.workers.replicas // 1'))"
+    ) in text
+    assert "must expose a replica scale definition" not in text
+    code, text = _run(capsys, "describe", "-f", w, "-f", k)
+    assert "replicas: -" not in text and "gpu: -" not in text
+    if replicas < 0:
+        assert "component worker: replicas -3 is negative, shown as 0 (expression '.spec.workers.replicas // 1')" in text
+
+
+def test_null_replicas_fall_back_to_the_expression_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "k.yaml", [KARTA]),
+                      "-f", _write(tmp_path, "w.yaml", _batchling(None)))
+    assert code == 0 and "sub-group worker  minMember=1" in text
+
+
+@pytest.mark.parametrize("replicas,expected", [(2.5, "replicas value 2.5 at index 0 is not an integer"),
+                                               ("x", 'replicas value "x" at index 0 is not a number'),
+                                               (2**40, "replicas value 1099511627776 at index 0 is out of range for int32")])
+def test_replicas_of_the_wrong_type(replicas: Any, expected: str, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "k.yaml", [KARTA]),
+                      "-f", _write(tmp_path, "w.yaml", _batchling(replicas)))
+    assert code == 1
+    assert f"component worker: {expected} (expression '.spec.workers.replicas // 1')" in text
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_non_finite_replicas_are_refused_at_load(value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w = tmp_path / "w.yaml"
+    w.write_text((REPO / "examples" / "custom-batchling.yaml").read_text().replace("replicas: 3", f"replicas: {value}"))
+    for argv in (["plan", "-f", str(w)], ["describe", "-f", str(w)]):
+        code, text = _run(capsys, *argv)
+        assert code == 2 and "field spec.workers.replicas:" in text and "is not a JSON number" in text
+
+
+def _invalid_karta(**changes: Any) -> dict[str, Any]:
+    k = copy.deepcopy(KARTA)
+    worker = k["spec"]["structureDefinition"]["childComponents"][1]
+    worker["scaleDefinition"]["replicasPath"] = changes.get("expr", ".spec.workers.replicas |= 3")
+    return k
+
+
+@pytest.mark.parametrize(
+    "expr,expected",
+    [(".spec.workers.replicas |= 3", "modifying operator '|='"),
+     (".spec | keys_unsorted | length", "'keys_unsorted/0' is not available in gojq"),
+     ("def f(x): x,x; " + "f(" * 30 + "." + ")" * 30, "exponential time"),
+     ('("x" * 1e9) | length', "failed validation")],
+)
+def test_plan_with_an_invalid_karta_exits_non_zero_and_says_so(
+    expr: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    k = _write(tmp_path, "k.yaml", [_invalid_karta(expr=expr)])
+    w = _write(tmp_path, "w.yaml", WORKLOAD_DOCS)
+    code, text = _run(capsys, "plan", "-f", k, "-f", w)
+    assert code == 2
+    assert "Karta example-com-batchling-v1 is invalid" in text and expected in text
+    assert "spec.structureDefinition.childComponents[1].scaleDefinition.replicasPath" in text
+    assert "not planning with an invalid Karta" in text
+
+
+def test_plan_with_an_invalid_definitions_dir_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "defs"
+    d.mkdir()
+    (d / "k.yaml").write_text(yaml.safe_dump(_invalid_karta(expr="def f(x): x+x; " + "f(" * 40 + "." + ")" * 40)))
+    code, text = _run(capsys, "plan", "--definitions", str(d), "-f", _write(tmp_path, "w.yaml", WORKLOAD_DOCS))
+    assert code == 2 and "exponential time" in text
+
+
+def test_a_500_deep_component_chain_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    k = copy.deepcopy(KARTA)
+    kids = k["spec"]["structureDefinition"]["childComponents"]
+    for i in range(500):
+        kids.append({"name": f"level{i}", "ownerRef": "worker" if i == 0 else f"level{i - 1}",
+                     "kind": {"group": "", "version": "v1", "kind": "Pod"}})
+    path = _write(tmp_path, "k.yaml", [k])
+    code, text = _run(capsys, "plan", "-f", path, "-f", _write(tmp_path, "w.yaml", WORKLOAD_DOCS))
+    assert code == 2 and "components, more than the limit of 256" in text
+    del kids[200:]
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "k2.yaml", [k]), "-f", _write(tmp_path, "w.yaml", WORKLOAD_DOCS))
+    assert code == 2 and "more than 32 ownerRef levels below the root" in text
+    code, text = _run(capsys, "describe", "-f", _write(tmp_path, "w.yaml", WORKLOAD_DOCS), "-f", path)
+    assert code != 0 and "limit of 256" in text
+
+
+def test_a_slow_expression_times_out_naming_its_component_and_expression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Data-dependent CPU (a triple loop over a big list) passes validation; the sandbox ends it."""
+    slow = "reduce (.spec.items[] as $a | .spec.items[] as $b | .spec.items[]) as $x (0; . + 1)"
+    k = copy.deepcopy(KARTA)
+    k["spec"]["structureDefinition"]["childComponents"][1]["scaleDefinition"]["replicasPath"] = slow
+    docs = copy.deepcopy(WORKLOAD_DOCS)
+    docs[0]["spec"]["items"] = list(range(3000))
+    code, text = _run(capsys, "plan", "--karta-timeout", "0.5", "-f", _write(tmp_path, "k.yaml", [k]), "-f", _write(tmp_path, "w.yaml", docs))
+    assert code == 1
+    assert "component worker" in text and f"(expression '{slow}')" in text
+    assert "time limit of 0.5s" in text or f"expression '{slow}' of component worker timed out" in text
