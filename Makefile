@@ -43,7 +43,7 @@ test: venv cluster
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
 
 lint: venv
-	$(VENV)/bin/ruff check grouper devtools tests
+	$(VENV)/bin/ruff check grouper devtools tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

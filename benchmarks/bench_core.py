@@ -51,12 +51,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from grouper.core.decision import Decision  # noqa: E402
-from grouper.runtime.composition import build_grouper  # noqa: E402
+from grouper.core.grouping import Grouper  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.merge import merge_pod_groups  # noqa: E402
 from grouper.karta import DefinitionRegistry  # noqa: E402
 from grouper.manifests import load_manifests  # noqa: E402
 from grouper.model import objects as o  # noqa: E402
+from grouper.runtime.composition import build_grouper  # noqa: E402
 
 EXAMPLES = REPO / "examples"
 DEFINITIONS = REPO / "definitions"

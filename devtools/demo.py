@@ -113,7 +113,18 @@ def submit_workload(cluster: LocalCluster) -> tuple[str, str]:
     return jobset_ns, jobset_name
 
 
+def grouper_cli(cluster: LocalCluster, *args: str) -> str:
+    """``grouper ARGS`` against the demo cluster (as its admin), its output."""
+    proc = subprocess.run([sys.executable, "-m", "grouper.cli.main", *args, "--kubeconfig", cluster.kubeconfig_path],
+                          capture_output=True, text=True, timeout=60)
+    return proc.stdout + (proc.stderr if proc.returncode else "")
+
+
 def show_result(cluster: LocalCluster, namespace: str, api: str, token: str) -> None:
+    say(f"grouper describe jobset/demo -n {namespace}   (the workload tree, as kli describe prints it)")
+    print(grouper_cli(cluster, "describe", "jobset/demo", "-n", namespace), end="")
+    say(f"grouper get workloads -n {namespace}")
+    print(grouper_cli(cluster, "get", "workloads", "-n", namespace), end="")
     _, pgs = cluster.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
     for pg in pgs["items"]:
         view = {

@@ -23,12 +23,13 @@ from kube import Kube, KubeError, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
+CLUSTER_FIXTURES = {"cluster", "fault_cluster"}  # fixtures that start a control plane of their own
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselection sees the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "cluster" in getattr(item, "fixturenames", ()):
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
 
 
@@ -36,7 +37,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # build once here (not inside the first test's timeout) if any selected test will need the cluster
     if session.config.option.collectonly:
         return
-    if any("cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
         ensure_binaries()
 
 

@@ -19,7 +19,9 @@
   grouping does not read), which is what keeps memory per pod small.
 
 Handlers are plain synchronous callables ``handler(event_type, obj, old)`` run in the loop; they must
-be quick (the controller's handlers only compute keys and enqueue).
+be quick (the controller's handlers only compute keys and enqueue). The events of a (re-)LIST are emitted
+in chunks of ``emit_chunk`` with a yield to the loop in between, so a LIST of 100,000 objects never
+blocks the loop for the whole pass.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class Informer:
         page_size: int = 500,
         watch_timeout: tuple[int, int] = (300, 600),
         grace: float = 5.0,
+        emit_chunk: int = 500,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -99,6 +102,7 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.grace = grace
+        self.emit_chunk = max(1, emit_chunk)
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.error: ApiError | None = None  # set when the informer gave up (403 on LIST)
@@ -340,25 +344,93 @@ class Informer:
         if self._lists > 1 and self.metrics is not None:
             self.metrics.relists.labels(resource=self.resource.plural).inc()
         old = self._store
+        by_ns, indexes = await self._build_views(items)  # readers keep the old, consistent cache meanwhile
+        self._install(items, by_ns, indexes)
+        self._rv, self._need_list = rv, False
+        self._mark_open()
+        self._outage_relist = False
+        await self._emit_differences(old, items)
+        self.synced.set()
+
+    async def _build_views(
+        self, items: dict[tuple[str, str], Obj]
+    ) -> tuple[dict[str, dict[str, Obj]], dict[str, dict[str, set[tuple[str, str]]]]]:
+        """The per-namespace view and the secondary indexes of a LIST's objects, built aside with a yield
+        to the loop every ``4 * emit_chunk`` objects (a re-list of 100,000 pods is O(n) dict work)."""
+        by_ns: dict[str, dict[str, Obj]] = {}
+        funcs = list(self._index_funcs.items())
+        indexes: dict[str, dict[str, set[tuple[str, str]]]] = {name: {} for name, _ in funcs}
+        step = 4 * self.emit_chunk
+        for i, (key, obj) in enumerate(items.items()):
+            by_ns.setdefault(key[0], {})[key[1]] = obj
+            for name, func in funcs:
+                idx = indexes[name]
+                for v in func(obj):
+                    idx.setdefault(v, set()).add(key)
+            if i % step == step - 1:
+                await asyncio.sleep(0)
+        return by_ns, indexes
+
+    def _install(
+        self,
+        items: dict[tuple[str, str], Obj],
+        by_ns: dict[str, dict[str, Obj]],
+        indexes: dict[str, dict[str, set[tuple[str, str]]]],
+    ) -> None:
+        self._store, self._by_ns = items, by_ns
+        self._indexes.update(indexes)
+        for name, func in list(self._index_funcs.items()):
+            if name not in indexes:  # added while the views were being built
+                self.add_index(name, func)
+
+    def _replace_store(self, items: dict[tuple[str, str], Obj]) -> None:
         self._store = items
         self._by_ns = {}
         for (ns, name), obj in items.items():
             self._by_ns.setdefault(ns, {})[name] = obj
         for name, func in list(self._index_funcs.items()):
             self.add_index(name, func)
-        self._rv, self._need_list = rv, False
-        self._mark_open()
-        self._outage_relist = False
-        for key, obj in items.items():
-            prev = old.get(key)
-            if prev is None:
-                self._emit(ADDED, obj, None)
-            elif _rv(prev) != _rv(obj):
-                self._emit(MODIFIED, obj, prev)
-        for key, prev in old.items():
-            if key not in items:
-                self._emit(DELETED, prev, None)
-        self.synced.set()
+
+    async def _emit_differences(self, old: dict[tuple[str, str], Obj], new: dict[tuple[str, str], Obj]) -> None:
+        """Emit what a LIST changed, yielding to the loop every ``emit_chunk`` events: the first LIST of
+        100,000 pods would otherwise run 100,000 handler calls (owner walks) in one go and stall probes,
+        watches and Lease renewals for seconds. Interrupted (cancelled), the cache is rolled back to what
+        the handlers have seen and a re-list is due, so the next LIST emits the rest."""
+        pending: builtins.list[tuple[tuple[str, str], Obj | None, Obj | None]] = []
+        step = 4 * self.emit_chunk
+        try:
+            for i, (key, obj) in enumerate(new.items()):
+                prev = old.get(key)
+                if prev is None or _rv(prev) != _rv(obj):
+                    pending.append((key, obj, prev))
+                if i % step == step - 1:
+                    await asyncio.sleep(0)
+        except BaseException:  # nothing emitted yet: the handlers have seen the old cache
+            self._replace_store(old)
+            self._need_list = True
+            raise
+        pending += [(key, None, prev) for key, prev in old.items() if key not in new]
+        done = 0
+        try:
+            for _, new_obj, prev in pending:
+                if new_obj is None:
+                    assert prev is not None
+                    self._emit(DELETED, prev, None)
+                else:
+                    self._emit(ADDED if prev is None else MODIFIED, new_obj, prev)
+                done += 1
+                if done % self.emit_chunk == 0:
+                    await asyncio.sleep(0)
+        except BaseException:
+            seen = dict(new)
+            for key, _obj, prev in pending[done:]:
+                if prev is None:
+                    seen.pop(key, None)
+                else:
+                    seen[key] = prev
+            self._replace_store(seen)
+            self._need_list = True
+            raise
 
     async def _watch(self) -> None:
         params = {

@@ -108,17 +108,24 @@ def unloadable_karta() -> dict[str, Any]:
 
 @dataclass
 class FakeHealth:
-    """A settable health source (the controller's is derived from its objects; see grouper.api.adapter)."""
+    """A settable health source (the running controller's is ``Controller.health_snapshot``). The API
+    server counts as just reached on every call unless a test sets ``last_api_contact`` itself."""
 
     snapshot: HealthSnapshot = field(default_factory=lambda: HealthSnapshot(
         role="single", informers={"Pod.v1": True, "PodGroup.v2alpha2.scheduling.run.ai": True},
         last_api_contact=time.monotonic()))
+    fresh_contact: bool = True
 
     def set(self, **changes: Any) -> None:
+        if "last_api_contact" in changes:
+            self.fresh_contact = False
         self.snapshot = replace(self.snapshot, now=time.monotonic(), **changes)
 
     def __call__(self) -> HealthSnapshot:
-        return replace(self.snapshot, now=time.monotonic())
+        now = time.monotonic()
+        if self.fresh_contact:
+            return replace(self.snapshot, now=now, last_api_contact=now)
+        return replace(self.snapshot, now=now)
 
 
 @dataclass

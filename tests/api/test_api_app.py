@@ -257,8 +257,10 @@ def test_podgroup_detail_jobset(shared_client: TestClient) -> None:
     sgs = {s["name"]: s for s in d["subGroups"]}
     assert sgs["leader"]["required"] == 1 and sgs["leader"]["present"] == 1 and sgs["leader"]["pods"] == []
     assert sgs["worker-replica-0"]["parent"] == "worker"
-    assert sgs["worker-replica-0"]["pods"] == ["demo-worker-0-0-q9m4t", "demo-worker-0-1-w2n8d"]
-    assert (sgs["worker-replica-0"]["required"], sgs["worker-replica-0"]["present"]) == (2, 2)
+    assert sgs["worker-replica-0"]["pods"] == ["demo-worker-0-0-q9m4t"]
+    assert sgs["worker-replica-1"]["pods"] == ["demo-worker-1-0-w2n8d"]
+    assert (sgs["worker-replica-0"]["required"], sgs["worker-replica-0"]["present"]) == (1, 1)
+    assert (sgs["worker"]["required"], sgs["worker"]["present"]) == (2, 2)
     pods = {p["name"]: p for p in d["pods"]}
     assert pods["demo-leader-0-0-k7x2p"]["subGroup"] == "leader-replica-0"
     assert pods["demo-leader-0-0-k7x2p"]["labels"] == {"jobset.sigs.k8s.io/replicatedjob-name": "leader",

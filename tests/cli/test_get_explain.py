@@ -97,8 +97,7 @@ def test_explain_from_server(capsys: pytest.CaptureFixture[str], server: str) ->
     assert ("Plugin JobSet Grouper chose it because the top owner is JobSet default/demo (owner chain: "
             "Pod default/demo-worker-0-0-q9m4t -> Job default/demo-worker-0 -> JobSet default/demo).") in out
     assert f"PodGroup {JOBSET_PG} needs 2 of its sub-groups (minSubGroup); 2 sub-groups present." in out
-    assert "Sub-group worker-replica-0 needs 2 pods (minMember); 2 assigned: demo-worker-0-0-q9m4t, " \
-           "demo-worker-0-1-w2n8d." in out
+    assert "Sub-group worker-replica-0 needs 1 pod (minMember); 1 assigned: demo-worker-0-0-q9m4t." in out
     assert "It is a child of sub-group worker." in out
     assert "  queue team-a came from label kai.scheduler/queue on JobSet default/demo" in out
     assert "  priority class train came from fallback: train" in out

@@ -129,3 +129,101 @@ async def test_a_crash_inside_the_loop_is_restarted_by_the_supervisor_with_a_rel
     finally:
         await inf.stop()
         await client.close()
+
+
+async def test_a_large_list_is_emitted_in_chunks_that_let_the_loop_run(api: FakeApi) -> None:
+    """The first LIST of many objects yields to the loop between chunks of handler calls (a probe, a
+    watch or a Lease renewal runs in between), and every object is still emitted once, in order."""
+    for i in range(2_000):
+        api.add_pod(f"p{i:04d}")
+    client = KubeClient(api.config(), qps=0)
+    inf = Informer(client, POD, emit_chunk=500)
+    seen: list[str] = []
+    inf.add_handler(lambda etype, pod, old: seen.append(pod["metadata"]["name"]))
+    ticks: list[int] = []  # how many events had been emitted each time another task got the loop
+
+    async def other_task() -> None:
+        while not inf.synced.is_set():
+            ticks.append(len(seen))
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(other_task())
+    inf.start()
+    try:
+        assert await inf.wait_synced(10)
+        assert seen == sorted(seen) and len(seen) == 2_000 and len(set(seen)) == 2_000
+        assert any(0 < n < 2_000 for n in ticks), "another task ran while the LIST's events were emitted"
+        assert max(n for n in ticks if n < 2_000) >= 1_500, "it ran between the later chunks too"
+    finally:
+        ticker.cancel()
+        await inf.stop()
+        await client.close()
+
+
+async def test_a_list_emission_cancelled_half_way_is_completed_by_the_next_list(api: FakeApi) -> None:
+    """Stopped in the middle of emitting a LIST, the informer keeps only what its handlers saw; started
+    again, its re-list emits the rest: no object is missed by the handlers, none is cached unseen."""
+    for i in range(1_000):
+        api.add_pod(f"p{i:04d}")
+    client = KubeClient(api.config(), qps=0)
+    inf = Informer(client, POD, emit_chunk=100)
+    seen: set[str] = set()
+    stopping: list[asyncio.Task[None]] = []
+
+    def handler(etype: str, pod: dict, old: dict | None) -> None:
+        seen.add(pod["metadata"]["name"])
+        if len(seen) == 350 and not stopping:
+            stopping.append(asyncio.create_task(inf.stop()))
+
+    inf.add_handler(handler)
+    inf.start()
+    try:
+        await until(lambda: bool(stopping) and stopping[0].done())
+        assert not inf.synced.is_set()
+        assert len(seen) < 1_000, "stopped before every event was emitted"
+        cached = {p["metadata"]["name"] for p in inf.list()}
+        assert cached == seen, "the cache holds exactly what the handlers have seen"
+        inf.start()
+        assert await inf.wait_synced(10)
+        assert len(seen) == 1_000 and len(inf) == 1_000
+        assert api.lists == 2
+    finally:
+        await inf.stop()
+        await client.close()
+
+
+async def test_a_relist_after_410_rebuilds_views_and_indexes_and_emits_only_the_differences(api: FakeApi) -> None:
+    """Re-listing (views and indexes built aside in chunks, then swapped) leaves the namespace view and
+    the secondary indexes exactly those of the new LIST, and emits MODIFIED / DELETED / ADDED for what changed."""
+    api.add_pod("a", g="1")
+    api.add_pod("b", g="1")
+    api.add_pod("c", g="2")
+    client = KubeClient(api.config(), qps=0)
+    inf = Informer(client, POD, emit_chunk=1)
+    inf.add_index("g", lambda pod: [pod["metadata"]["labels"]["g"]])
+    events: list[tuple[str, str]] = []
+    inf.add_handler(lambda etype, pod, old: events.append((etype, pod["metadata"]["name"])))
+    inf.start()
+    try:
+        assert await inf.wait_synced(5)
+        await until(lambda: api.watch_opens == 1)
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a", "b"]
+        events.clear()
+        # changes the informer cannot see (no watch events), then the watch expires
+        api.rv += 1
+        api.pods["b"]["metadata"] = {**api.pods["b"]["metadata"], "labels": {"g": "2"}, "resourceVersion": str(api.rv)}
+        del api.pods["c"]
+        api.rv += 1
+        api.pods["d"] = {**api.pods["a"], "metadata": {**api.pods["a"]["metadata"], "name": "d", "uid": "uid-d",
+                                                       "labels": {"g": "2"}, "resourceVersion": str(api.rv)}}
+        for q in api.watches:
+            q.put_nowait(b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"old"}}\n')
+        await until(lambda: api.lists == 2 and len(events) == 3)
+        assert sorted(events) == [("ADDED", "d"), ("DELETED", "c"), ("MODIFIED", "b")]
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a"]
+        assert [p["metadata"]["name"] for p in inf.by_index("g", "2")] == ["b", "d"]
+        assert sorted(p["metadata"]["name"] for p in inf.list("ns")) == ["a", "b", "d"]
+        assert inf.get("ns", "c") is None
+    finally:
+        await inf.stop()
+        await client.close()

@@ -207,7 +207,7 @@ def test_pods_whose_owner_is_missing_exit_1_with_an_error_each(capsys: pytest.Ca
     owners = {
         "default/demo-leader-0-0-k7x2p": "demo-leader-0",
         "default/demo-worker-0-0-q9m4t": "demo-worker-0",
-        "default/demo-worker-0-1-w2n8d": "demo-worker-0",
+        "default/demo-worker-1-0-w2n8d": "demo-worker-1",
     }
     assert set(by_pod) == set(owners)
     for pod_key, job in owners.items():

@@ -190,7 +190,8 @@ def test_podgroup_detail_jobset(env: Env) -> None:
     leader_pod = next(p for p in pods(env.kube, env.namespace)
                       if (p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/replicatedjob-name") == "leader")
     assert subs["leader-replica-0"]["pods"] == [leader_pod["metadata"]["name"]]
-    assert len(subs["worker-replica-0"]["pods"]) == 2 and subs["worker-replica-0"]["required"] == 2
+    assert len(subs["worker-replica-0"]["pods"]) == 1 and subs["worker-replica-0"]["required"] == 1
+    assert len(subs["worker-replica-1"]["pods"]) == 1 and subs["worker"]["required"] == 2
     assert all(p["phase"] == "Pending" and p["node"] is None for p in d["pods"])
     rec = d["decision"]
     assert rec["plugin"] == "JobSet Grouper"

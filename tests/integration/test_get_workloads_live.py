@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from controller.harness import GrouperThread, annotated, label_namespace
-from grouper.devcluster import LocalCluster
 from kube import Kube, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.cli.main import main
 
 pytestmark = pytest.mark.cluster

@@ -14,7 +14,6 @@ import pytest
 import yaml
 from builders import context, obj, owner, pod
 
-from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.karta import DefinitionRegistry
 from grouper.model.errors import InvalidWorkload
@@ -24,6 +23,7 @@ from grouper.plugins.default import DefaultGrouper
 from grouper.plugins.lws import LWSGrouper
 from grouper.plugins.pytorch import PyTorchGrouper
 from grouper.plugins.statefulset import StatefulSetGrouper
+from grouper.runtime.composition import build_grouper as Grouper
 from tests.karta.fixtures import pyflow_karta, pyflow_object
 
 MIN = "kai.scheduler/min-member"
