@@ -12,11 +12,14 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster test lint demo bench clean distclean
+.PHONY: help venv cluster test lint demo bench clean distclean image helm manifests
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
 	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
+	@echo "make image    - build the OCI image with podman (installs podman/runc/mmdebstrap when missing)"
+	@echo "make helm     - build helm from its Go module into .cache/cluster/bin (cached)"
+	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make lint     - ruff + mypy"
 	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
@@ -36,8 +39,9 @@ $(VENV_STAMP): pyproject.toml
 cluster:
 	$(PYTHON) devtools/cluster/build.py
 
-# every test: the suite, then the long fuzz run (10,000 generated examples per test, a few minutes)
-test: venv cluster
+# every test: the image first (installs podman/runc/mmdebstrap when missing; tests/deploy runs the image),
+# then the suite, then the long fuzz run (10,000 generated examples per test, a few minutes)
+test: venv cluster image
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
 
@@ -66,3 +70,19 @@ distclean: clean
 .PHONY: fuzz-api
 fuzz-api: venv
 	FUZZ_MAX_EXAMPLES=$${FUZZ_MAX_EXAMPLES:-500} $(VENV)/bin/pytest -q -p no:cacheprovider tests/api/test_api_fuzz.py
+
+# The OCI image, with podman (Debian packages, installed when missing; needs root). IMAGE_BASE: `local` = a
+# base made here from Debian packages with mmdebstrap (cached in .cache/image/), `public` = the Dockerfile's
+# default public slim Python image, or any image reference.
+IMAGE_TAG  ?= localhost/kai-pod-grouper:dev
+IMAGE_BASE ?= local
+image:
+	$(PYTHON) -m devtools.image --tag $(IMAGE_TAG) --base $(IMAGE_BASE)
+
+# helm, from its Go module (devtools/helm/go.mod), like the control plane
+helm:
+	$(PYTHON) devtools/cluster/build.py --only helm
+
+# deploy/rbac.yaml and deploy/manifests/ are the chart rendered with its default values
+manifests: venv helm
+	$(PY) -m devtools.chart

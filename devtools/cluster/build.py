@@ -5,13 +5,14 @@ The Go modules live in ``devtools/cluster/go/`` (Kubernetes, pinned in its go.mo
 ``devtools/cluster/go/etcd/`` (a small embedded-etcd main, its own module so its dependencies never
 constrain the Kubernetes build) and ``devtools/cluster/go/kwok/`` (``sigs.k8s.io/kwok``, simulated nodes,
 likewise its own module). kube-scheduler is built from the Kubernetes module as it is: adding it to that
-go.mod's ``tool`` block would change the fingerprint of the other two binaries and force their rebuild. Their module paths and comments still name ``tests/cluster``, where
+go.mod's ``tool`` block would change the fingerprint of the other two binaries and force their rebuild. ``helm`` (for the chart tests, built only when asked for: ``--only helm``)
+comes from ``devtools/helm/``, a module pinning a released ``helm.sh/helm/v3``. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
 the machine's default. A binary is rebuilt only when its inputs (go.mod, go.sum, Go sources, Go version,
 build flags) change; the fingerprint is kept in ``.cache/cluster/bin/.stamp.json``.
 
-    python -m devtools.cluster.build [--force] [--quiet]   (or: python devtools/cluster/build.py)
+    python -m devtools.cluster.build [--force] [--quiet] [--only NAME ...]   (or: python devtools/cluster/build.py)
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # the default
+TOOLS = ("helm",)  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
@@ -42,6 +44,7 @@ _KWOK_STAGE_FILES = (
     "kustomize/stage/pod/fast/pod-delete.yaml",
 )
 GO_MODULES = Path("devtools") / "cluster" / "go"  # relative to the repository root
+HELM_MODULE = Path("devtools") / "helm"
 
 
 class BuildError(RuntimeError):
@@ -80,6 +83,7 @@ def _targets(root: Path) -> list[_Target]:
         _Target("kube-controller-manager", cluster, "k8s.io/kubernetes/cmd/kube-controller-manager"),
         _Target("kube-scheduler", cluster, "k8s.io/kubernetes/cmd/kube-scheduler"),
         _Target("kwok", cluster / "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
+        _Target("helm", root / HELM_MODULE, "helm.sh/helm/v3/cmd/helm"),
     ]
 
 
@@ -91,7 +95,11 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
         ("kubernetes", root / GO_MODULES / "go.mod", "k8s.io/kubernetes"),
         ("etcd", root / GO_MODULES / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3"),
         ("kwok", root / GO_MODULES / "kwok" / "go.mod", "sigs.k8s.io/kwok"),
+        ("helm", root / HELM_MODULE / "go.mod", "helm.sh/helm/v3"),
+        ("helm-client-go", root / HELM_MODULE / "go.mod", "k8s.io/client-go"),
     ):
+        if not path.is_file():
+            continue
         for line in path.read_text().splitlines():
             parts = line.replace("require", "").split()
             if len(parts) >= 2 and parts[0] == mod:
@@ -112,7 +120,18 @@ def _go_version(go: str) -> str:
 
 
 def _ldflags(target: _Target, versions: dict[str, str]) -> str:
-    """``-s -w``, plus the version stamp of the Kubernetes binaries (what /version reports)."""
+    """``-s -w``, plus the version stamp of the Kubernetes binaries (what /version reports) and of helm."""
+    helm = versions.get("helm", "")
+    if target.package.startswith("helm.sh/helm/v3/") and helm.startswith("v3."):
+        # like Helm's Makefile: the version, and the Kubernetes version `helm template` / `lint` assume
+        # (from its client-go v0.X.Y: 1.X; else v1.20, which fails charts with a kubeVersion constraint)
+        flags = [LDFLAGS, f"-X helm.sh/helm/v3/internal/version.version={helm}"]
+        client_go = versions.get("helm-client-go", "")
+        if client_go.startswith("v0."):
+            minor = client_go.split(".")[1]
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
+        return " ".join(flags)
     k8s = versions.get("kubernetes", "")
     if not target.package.startswith("k8s.io/kubernetes/") or not k8s.startswith("v1."):
         return LDFLAGS
@@ -218,8 +237,8 @@ def _write_kwok_stages(go: str, module_dir: Path, dest: Path, env: dict[str, str
     dest.write_text("\n---\n".join(docs) + "\n")
 
 
-def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
-    """Build whatever is missing or out of date; return the binary directory.
+def ensure_binaries(force: bool = False, quiet: bool = False, names: tuple[str, ...] = BINARIES) -> Path:
+    """Build whichever of ``names`` is missing or out of date; return the binary directory.
 
     Fast (a hash of a few files) when everything is up to date. The first cold build takes several
     minutes on a 2-core machine.
@@ -232,7 +251,12 @@ def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
     go_version = _go_version(go)
     versions = pinned_versions(root)
     todo: list[tuple[_Target, str, str]] = []
+    unknown = set(names) - set(BINARIES) - set(TOOLS)
+    if unknown:
+        raise BuildError(f"unknown binaries {sorted(unknown)}: known are {', '.join(BINARIES + TOOLS)}")
     for target in _targets(root):
+        if target.name not in names:
+            continue
         ldflags = _ldflags(target, versions)
         fp = _fingerprint(target, go_version, ldflags)
         missing = not (bdir / target.name).is_file()
@@ -244,7 +268,8 @@ def ensure_binaries(force: bool = False, quiet: bool = False) -> Path:
         return bdir
     _log(
         f"building {', '.join(t.name for t, _, _ in todo)} (kubernetes {versions.get('kubernetes')}, "
-        f"etcd {versions.get('etcd')}, kwok {versions.get('kwok')}) into {bdir}; a cold build takes ~5+ minutes",
+        f"etcd {versions.get('etcd')}, kwok {versions.get('kwok')}, helm {versions.get('helm')}) into {bdir}; "
+        "a cold build takes minutes",
         quiet,
     )
     for i, (target, ldflags, fp) in enumerate(todo, 1):
@@ -259,14 +284,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m devtools.cluster.build", description=__doc__.split("\n")[0])
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument(
+        "--only", nargs="+", metavar="NAME", default=list(BINARIES),
+        help=f"build only these (default: the control plane; also: {', '.join(TOOLS)})",
+    )
     args = ap.parse_args(argv)
     try:
-        bdir = ensure_binaries(force=args.force, quiet=args.quiet)
+        bdir = ensure_binaries(force=args.force, quiet=args.quiet, names=tuple(args.only))
     except BuildError as e:
         print(f"[devcluster] {e}", file=sys.stderr)
         return 1
     if not args.quiet:
-        _log(f"binaries up to date in {bdir}: {', '.join(BINARIES)}", False)
+        _log(f"binaries up to date in {bdir}: {', '.join(args.only)}", False)
     return 0
 
 

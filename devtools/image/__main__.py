@@ -1,0 +1,5 @@
+"""``python -m devtools.image``: see :mod:`devtools.image.build`."""
+
+from .build import main
+
+raise SystemExit(main())
