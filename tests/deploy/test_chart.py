@@ -140,6 +140,8 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "certificateAuthority": "/ca", "httpBindAddress": "127.0.0.1:9000", "httpAuth": "none",
         "httpAuthAudiences": "kai-pod-grouper", "httpAuthTokenFile": "/tok", "logLevel": "debug",
         "logFormat": "text", "shutdownDrainSeconds": 2.5, "identity": "me", "extraOwnerKinds": "Foo.example.com",
+        "backend": "upstream", "webhookBindAddress": "0.0.0.0:9443", "webhookCertFile": "/certs/tls.crt",
+        "webhookKeyFile": "/certs/tls.key",
     }
     assert set(values) == {camel(f) for f in FLAGS}
     objs = objects(chart.template({"args": values, "replicas": 1}))
