@@ -37,6 +37,7 @@ from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
 from grouper.kube.probe import ApiProbe
 from grouper.kube.transport import KubeClient
+from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.settings import RunSettings, kinds_of
@@ -47,6 +48,11 @@ from grouper.webhook.server import WebhookServer
 log = logging.getLogger(__name__)
 
 RENEW_DEADLINE = 10.0
+PREWARMED_OWNER_KINDS = (
+    GVK("batch", "v1", "Job"),
+    GVK("apps", "v1", "ReplicaSet"),
+    GVK("apps", "v1", "StatefulSet"),
+)
 
 
 def cluster_config(s: RunSettings) -> ClusterConfig:
@@ -153,6 +159,8 @@ class Service:
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
         self.state.controller = self.controller
+        if s.webhook_bind_address:
+            await self._start_webhook()
         if self.leader is not None:
             ctl = self.controller
             self.leader.on_started_leading = ctl.start_workers
@@ -160,13 +168,15 @@ class Service:
             self.supervisor.spawn("leader-election", self.leader.run)
         else:
             self.controller.start_workers()
-        if s.webhook_bind_address:
-            await self._start_webhook()
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect})
 
     async def _start_webhook(self) -> None:
         assert self.controller is not None
         s = self.settings
+        # The webhook decides at admission, from the caches: the built-in kinds that own most pods are
+        # watched before it serves, so the first pod of a Job or ReplicaSet need not wait for an informer.
+        for gvk in PREWARMED_OWNER_KINDS:
+            await self.controller.cache.ensure(gvk)
         self.admission = Admission(controller_decider(self.controller), backend=s.backend)
         self.webhook = WebhookServer(self.admission, s.webhook_bind_address, s.webhook_cert_file, s.webhook_key_file)
         await self.webhook.start()

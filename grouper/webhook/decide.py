@@ -14,7 +14,7 @@ from grouper.webhook.admission import Decide
 # A pod is admitted moments after its owner was created (a Job's pods, a JobSet's Jobs): the owner's
 # watch event may not be in the cache yet, or its kind not watched yet. Wait for it, inside the webhook's
 # timeout (2 s in the registration).
-OWNER_WAIT_SECONDS = 1.5
+OWNER_WAIT_SECONDS = 3.0
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 
 

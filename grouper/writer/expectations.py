@@ -8,7 +8,9 @@ our write, somebody else's edit, a DELETED event — so the cache is trusted aga
 :meth:`observe` tells the event handler whether the event was only the echo (nothing new to reconcile).
 
 A hand-deleted or hand-edited PodGroup, a removed pod annotation: the event clears the entry, the
-workload is reconciled from the cache, and the object is restored. Entries also expire after ``ttl``
+workload is reconciled from the cache, and the object is restored. (An event *older* than our write — the
+watch still catching up — is ignored: clearing on it would answer from a cache older than our own write
+and write again.) Entries also expire after ``ttl``
 seconds (a lost echo can never freeze a decision), and a cached object with a resourceVersion at least as
 new as ours supersedes the entry.
 """
@@ -46,6 +48,11 @@ def _at_least(cached_rv: str, expected_rv: str) -> bool:
     if cached_rv.isdigit() and expected_rv.isdigit():
         return int(cached_rv) >= int(expected_rv)
     return False
+
+
+def _older(event_rv: str, expected_rv: str) -> bool:
+    """Whether an event's resourceVersion is strictly older than ours (comparable only as integers)."""
+    return event_rv.isdigit() and expected_rv.isdigit() and int(event_rv) < int(expected_rv)
 
 
 class WriteExpectations:
@@ -92,10 +99,16 @@ class WriteExpectations:
         return exp.obj
 
     def observe(self, kind: str, event_type: str, obj: Obj) -> bool:
-        """Clear the object's entry on any watch event; True when the event is just the echo of our write."""
-        exp = self._entries.pop((kind, o.namespace(obj), o.name(obj)), None)
+        """Clear the object's entry on any watch event of it; True when the event is just the echo of our
+        write. An event older than our write (the watch still delivering what happened before it, e.g. the
+        scheduler's binding) changes nothing: it neither clears the entry nor counts as news of our write."""
+        key = (kind, o.namespace(obj), o.name(obj))
+        exp = self._entries.get(key)
         if exp is None:
             return False
+        if event_type != "DELETED" and exp.obj is not None and _older(_rv(obj), exp.rv):
+            return False
+        del self._entries[key]
         if exp.obj is None:
             return event_type == "DELETED" and (not exp.uid or o.uid(obj) == exp.uid)
         return event_type != "DELETED" and bool(exp.rv) and _rv(obj) == exp.rv

@@ -91,3 +91,14 @@ def test_bounded() -> None:
         e.wrote("Pod", pg(f"p{i}", str(i)))
     assert len(e) == 3
     assert e.current("Pod", "ns", "p0", None) is None and e.current("Pod", "ns", "p9", None) is not None
+
+
+def test_an_event_older_than_our_write_keeps_the_entry() -> None:
+    """The scheduler bound the pod (rv 11) before our patch (rv 12) but the watch delivers it after:
+    it must not make us patch again from the older cached version."""
+    e = WriteExpectations()
+    e.wrote("Pod", pg("p", "12"))
+    assert e.observe("Pod", "MODIFIED", pg("p", "11")) is False
+    assert e.current("Pod", "ns", "p", pg("p", "11")) == pg("p", "12")
+    assert e.observe("Pod", "MODIFIED", pg("p", "12")) is True  # then the echo
+    assert len(e) == 0

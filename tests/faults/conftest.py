@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube import Kube
+from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 
@@ -89,6 +89,9 @@ def ns(fkube: Kube) -> Iterator[str]:
     """A fresh namespace on the fault cluster."""
     name = f"f-{uuid.uuid4().hex[:8]}"
     fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # pod admission needs the namespace's default ServiceAccount, which the controller manager creates
+    wait_until(lambda: fkube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
+               what=f"ServiceAccount {name}/default")
     yield name
     fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
 

@@ -42,7 +42,7 @@ def webhook_configuration(name: str, namespace: str, port: int, ca_file: str) ->
                 "namespaceSelector": {"matchLabels": {"grouper-test": namespace}},
                 "failurePolicy": "Ignore",
                 "sideEffects": "None",
-                "timeoutSeconds": 2,
+                "timeoutSeconds": 5,
                 "admissionReviewVersions": ["v1"],
                 "reinvocationPolicy": "Never",
             }
