@@ -7,14 +7,16 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 
 from grouper.core.config import GroupingConfig
-from grouper.core.lookups import by_namespace_and_name
+from grouper.core.lookups import by_namespace_and_name, named_with_prefix
 from grouper.kube.sync import SyncKube
 from grouper.kube.transport import ApiError
 from grouper.model.errors import GroupingError, LookupForbidden
 from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
 
 
 class ApiReadError(GroupingError):
@@ -70,6 +72,10 @@ class LiveLookups:
                 raise LookupForbidden(api_version, kind, namespace, "") from e
             raise ApiReadError(str(e), obj=f"{kind} list") from e
         return by_namespace_and_name(items)
+
+    def pod_groups_named(self, namespace: str, base: str) -> builtins.list[Obj]:
+        pgs = self.list(PODGROUP_API_VERSION, PODGROUP_KIND, namespace)
+        return [pg for pg in pgs if named_with_prefix(str((pg.get("metadata") or {}).get("name") or ""), base)]
 
     def priority_class_exists(self, name: str) -> bool:
         if not name:

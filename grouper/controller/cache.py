@@ -23,13 +23,15 @@ Two policies live here because they decide what is cached:
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import re
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from grouper.core.lookups import by_namespace_and_name, matches_labels
+from grouper.core.lookups import by_namespace_and_name, matches_labels, named_with_prefix
 from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.informer import Informer, Spawner, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
@@ -46,6 +48,40 @@ CONFIGMAP = GVK("", "v1", "ConfigMap")
 PRIORITY_CLASS = GVK("scheduling.k8s.io", "v1", "PriorityClass")
 PODGROUP = GVK("scheduling.run.ai", "v2alpha2", "PodGroup")
 KARTA = GVK("run.ai", "v1alpha1", "Karta")
+
+
+# PodGroups by the ``<namespace>/<name up to a UID in it>`` prefixes of their names, so "PodGroups named
+# pg-<workload>-<uid>[-…]" (the JobSet legacy-shape question) is one lookup, not a scan of the namespace.
+PODGROUP_NAME_PREFIX_INDEX = "name-uid-prefix"
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Pods by the value of one label (``<namespace>/<value>``), built on first use per label key: label
+# selector lists (Deployment, Knative, MPI plugins) read one bucket instead of the namespace.
+LABEL_INDEX_PREFIX = "label:"
+MAX_LABEL_INDEXES = 32
+
+
+def podgroup_name_prefixes(pg: Obj) -> list[str]:
+    """Index values of a PodGroup: every ``<namespace>/<prefix>`` whose prefix ends with a UID at a
+    name boundary (the whole name, or followed by ``-``)."""
+    name, ns = o.name(pg), o.namespace(pg)
+    return [
+        f"{ns}/{name[: m.end()]}"
+        for m in _UID.finditer(name)
+        if m.end() == len(name) or name[m.end()] == "-"
+    ]
+
+
+def named_key(namespace: str, base: str) -> str:
+    """Dependency key of "PodGroups named ``base``[-…]": a PodGroup with that prefix appearing re-evaluates."""
+    return f"named:{namespace}/{base}"
+
+
+def _label_value(key: str) -> Callable[[Obj], list[str]]:
+    def values(obj: Obj) -> list[str]:
+        v = o.labels(obj).get(key)
+        return [f"{o.namespace(obj)}/{v}"] if v is not None else []
+
+    return values
 
 
 class NotCached(GroupingError):
@@ -214,6 +250,7 @@ class ClusterCache:
         self.defaults_cm_informer: Informer | None = None
         self.on_informer: list[Callable[[GVK, Informer], None]] = []
         self._locks: dict[GVK, asyncio.Lock] = {}
+        self._label_indexes: weakref.WeakKeyDictionary[Informer, set[str]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ informers
 
@@ -238,7 +275,9 @@ class ClusterCache:
                 metrics=self.metrics,
             )
         if gvk == PODGROUP:
-            return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
+            inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
+            inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
+            return inf
         if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
             return Informer(
                 self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics
@@ -342,6 +381,17 @@ class ClusterCache:
     def lookups(self) -> CacheLookups:
         return CacheLookups(self)
 
+    def label_index(self, inf: Informer, key: str) -> str | None:
+        """The name of ``inf``'s index by label ``key``, added on first use; None past the cap (scan)."""
+        name = LABEL_INDEX_PREFIX + key
+        keys = self._label_indexes.setdefault(inf, set())
+        if key not in keys:
+            if len(keys) >= MAX_LABEL_INDEXES:
+                return None
+            inf.add_index(name, _label_value(key))
+            keys.add(key)
+        return name
+
 
 def absent_key(gvk: GVK, namespace: str | None, name: str) -> str:
     """Dependency key of an object that was looked up but does not exist (yet): its arrival re-evaluates."""
@@ -366,6 +416,7 @@ class CacheLookups:
         self.misses: set[GVK] = set()
         self.refused: set[GVK] = set()
         self.reads: set[str] = set()
+        self.listed_pods = False  # a decision read other pods: it depends on its siblings
 
     def _informer(self, api_version: str, kind: str, namespace: str | None, name: str) -> Informer | None:
         gvk = GVK.from_api_version(api_version, kind)
@@ -408,10 +459,29 @@ class CacheLookups:
         label_selector: Mapping[str, str] | None = None,
     ) -> list[Obj]:
         inf = self._informer(api_version, kind, namespace, "")
+        if kind == "Pod":
+            self.listed_pods = True
         if inf is None:
             return []
-        items = inf.list(namespace if inf.resource.namespaced else None)
+        ns = namespace if inf.resource.namespaced else None
+        if ns is not None and label_selector:
+            key = min(label_selector)
+            index = self.cache.label_index(inf, key)
+            if index is not None:  # one bucket, already in (namespace, name) order
+                bucket = inf.by_index(index, f"{ns}/{label_selector[key]}")
+                return [self._seen(obj) for obj in bucket if matches_labels(obj, label_selector)]
+        items = inf.list(ns)
         return by_namespace_and_name(self._seen(obj) for obj in items if matches_labels(obj, label_selector))
+
+    def pod_groups_named(self, namespace: str, base: str) -> builtins.list[Obj]:
+        inf = self._informer(PODGROUP.api_version, PODGROUP.kind, namespace, base)
+        self.reads.add(named_key(namespace, base))
+        if inf is None:
+            return []
+        found = inf.by_index(PODGROUP_NAME_PREFIX_INDEX, f"{namespace}/{base}")
+        if not _UID.search(base):  # not a UID-bearing name: the index cannot answer, scan (never in practice)
+            found = [pg for pg in inf.list(namespace) if named_with_prefix(o.name(pg), base)]
+        return sorted((self._seen(pg) for pg in found), key=o.name)
 
     def priority_class_exists(self, name: str) -> bool:
         if not name:

@@ -36,6 +36,7 @@ from grouper.controller.decisions import DecisionStore
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.leader import LeaderElector
+from grouper.controller.memo import DecisionMemo
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import (
     POD_PODGROUP_INDEX,
@@ -163,6 +164,7 @@ class Controller:
                 else None
             ),
         )
+        self.memo = DecisionMemo()
         self.reconciler = Reconciler(
             cache=self.cache,
             index=self.index,
@@ -172,6 +174,7 @@ class Controller:
             metrics=metrics,
             enqueue=self.queue.add,
             deleted=self.deleted,
+            memo=self.memo,
         )
         self.handlers = EventHandlers(
             cache=self.cache,
@@ -182,9 +185,12 @@ class Controller:
             spawn=self._spawn,
             deleted=self.deleted,
             metrics=metrics,
+            memo=self.memo,
         )
+        # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions, leadership) may
+        # change any decision of the workloads it names
         self.resync = Resyncer(
-            self.index, self.queue.add, reroute=self._reroute, debounce=settings.resync_debounce
+            self.index, self.handlers.changed, reroute=self._reroute, debounce=settings.resync_debounce
         )
         self.karta_sync: KartaSync | None = None
         if definitions is not None:

@@ -28,8 +28,11 @@ from grouper.controller.cache import (
     ClusterCache,
     NotCached,
     absent_key_of,
+    named_key,
+    podgroup_name_prefixes,
 )
 from grouper.controller.decisions import DecisionStore
+from grouper.controller.memo import DecisionMemo
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -86,8 +89,10 @@ class EventHandlers:
         spawn: Spawn,
         deleted: DeletedOwners,
         metrics: Metrics | None = None,
+        memo: DecisionMemo | None = None,
     ) -> None:
         self.cache, self.index, self.queue, self.store = cache, index, queue, store
+        self.memo = memo if memo is not None else DecisionMemo()
         self.expectations = expectations
         self.spawn = spawn
         self.deleted = deleted
@@ -219,12 +224,17 @@ class EventHandlers:
             ):
                 return
             for wl in self.index.workloads_reading(o.uid(obj)):
-                self.queue.add(wl)
+                self.changed(wl)
             if etype == ADDED:  # workloads that looked for it before it existed (a PriorityClass, a Job, ...)
                 for wl in self.index.workloads_reading(absent_key_of(obj)):
-                    self.queue.add(wl)
+                    self.changed(wl)
 
         return handler
+
+    def changed(self, wl: WorkloadKey) -> None:
+        """Something ``wl``'s decisions read changed: decide all its pods again (not only new ones)."""
+        self.memo.invalidate(wl)
+        self.queue.add(wl)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         if self.expectations.observe(PODGROUP_KIND, etype, pg):
@@ -233,12 +243,16 @@ class EventHandlers:
             return
         wl = self.index.workload_of_pod_group((o.namespace(pg), o.name(pg)))
         if wl is not None:
-            self.queue.add(wl)
+            self.queue.add(wl)  # put right what someone else changed (the decision stands)
         for wl in self.index.workloads_reading(o.uid(pg)):
-            self.queue.add(wl)
+            self.changed(wl)
         if etype == ADDED:
             for wl in self.index.workloads_reading(absent_key_of(pg)):
-                self.queue.add(wl)
+                self.changed(wl)
+            for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
+                ns, _, base = prefix.partition("/")
+                for wl in self.index.workloads_reading(named_key(ns, base)):
+                    self.changed(wl)
 
     def on_namespace(self, etype: str, ns: Obj, old: Obj | None) -> None:
         if etype != ADDED:

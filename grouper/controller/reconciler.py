@@ -12,6 +12,7 @@ once and waits for the next change of an object the decision read (the event han
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -21,15 +22,23 @@ from typing import Any, Literal
 
 from grouper.controller.cache import POD, PODGROUP, CacheLookups, ClusterCache
 from grouper.controller.decisions import DecisionStore
+from grouper.controller.memo import (
+    DecisionMemo,
+    Group,
+    Member,
+    WorkloadMemo,
+    creation_key,
+    decision_signature,
+)
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
-from grouper.core.merge import merge_pod_groups
+from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.validation import validate_pod_group
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef, PodGroupMetadata
 from grouper.observability.logging import log_context
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
@@ -110,6 +119,64 @@ def _pod_involved(pod: Obj) -> InvolvedObject:
     return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
 
 
+def _decision_dependencies(pod: Obj, d: Decision) -> set[str]:
+    """UIDs a decision depends on besides what it read: the pod's owners (also when the walk failed)."""
+    deps = {str(r.get("uid") or "") for r in o.owner_references(pod)}
+    deps.update(ref.uid for ref in d.owner_chain)
+    deps.discard("")
+    return deps
+
+
+def _decides(memo: WorkloadMemo, member: Member, name: str) -> bool:
+    """Whether this pod's view is its PodGroup's (the newest pod), or the PodGroup's pods disagree: then
+    changing or losing it can change the PodGroup, and only deciding everything again gives the answer."""
+    group = memo.groups.get(member.pod_group or "")
+    return group is None or group.newest[1] == name or group.disagree
+
+
+def _memo_of(
+    plugin: str,
+    workload_ref: OwnerRef | None,
+    mine: list[tuple[Obj, Decision]],
+    merged: list[MergedPodGroup],
+    pods: dict[str, Obj],
+) -> WorkloadMemo:
+    memo = WorkloadMemo(plugin, workload_ref)
+    for pod, d in mine:
+        if d.outcome == "error":
+            continue
+        grouped = d.outcome == "grouped" and d.pod_group is not None
+        memo.members[d.pod_name] = Member(
+            decision_signature(pod), d.pod_group.name if grouped and d.pod_group else None, d.sub_group
+        )
+    for m in merged:
+        newest = m.decisions[-1]  # merge order: creation time, then name
+        assert newest.pod_group is not None
+        memo.groups[m.metadata.name] = Group(
+            newest.pod_group, m.metadata.spec(), creation_key(pods[newest.pod_name]), disagree=bool(m.notes)
+        )
+    return memo
+
+
+@dataclass
+class _PlannedGroup:
+    metadata: PodGroupMetadata  # as it should be written, sub-groups listing their pods
+    pods: list[str]
+    notes: list[str]
+
+
+@dataclass
+class _Plan:
+    """What a reconcile writes: the PodGroups, each pod's place, and the decisions made in this pass."""
+
+    plugin: str
+    workload_ref: OwnerRef | None
+    pods: dict[str, Obj]  # the workload's live pods by name
+    decided: list[tuple[Obj, Decision]]
+    groups: list[_PlannedGroup]
+    placement: dict[str, tuple[str, str | None]]  # pod name -> (PodGroup, sub-group)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -122,6 +189,7 @@ class Reconciler:
         metrics: Metrics,
         enqueue: Callable[[WorkloadKey], None],
         deleted: DeletedOwners,
+        memo: DecisionMemo | None = None,
         pod_patch_concurrency: int = 16,
     ) -> None:
         self.cache, self.index, self.grouper = cache, index, grouper
@@ -130,6 +198,7 @@ class Reconciler:
         self.store, self.metrics = store, metrics
         self.enqueue = enqueue
         self.deleted = deleted
+        self.memo = memo if memo is not None else DecisionMemo()
         self._patch_sem = asyncio.Semaphore(pod_patch_concurrency)
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
@@ -185,11 +254,7 @@ class Reconciler:
         reg = self.grouper.definitions
         if reg is None or not self.grouper.config.generic_karta_fallback:
             return False
-        return any(
-            ld.definition.origin.startswith("cluster:")
-            and (ld.definition.gvk.group, ld.definition.gvk.kind) == (wl.group, wl.kind)
-            for ld in reg.all()
-        )
+        return (wl.group, wl.kind) in reg.cluster_kinds()
 
     async def _ensure_kinds(self, kinds: set[GVK]) -> bool:
         """Start informers for kinds grouping asked for; True when every one reached a final state."""
@@ -203,15 +268,29 @@ class Reconciler:
         if found is None:
             self.index.forget(wl)
             self.store.forget_workload(str(wl))
+            self.memo.invalidate(wl)
             return Result("ok")
         pods, terminal = found
+        plan = await self._plan_incremental(wl, pods)
+        if plan is None:
+            full = await self._plan_full(wl, pods)
+            if isinstance(full, Result):
+                return full
+            plan = full
+        return await self._apply(wl, plan, terminal)
+
+    # ------------------------------------------------------------------ deciding: all pods, or what changed
+
+    async def _plan_full(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | Result:
+        """Decide every live pod of the workload and merge per PodGroup; remember it for the next pass."""
+        self.memo.invalidate(wl)
         decided, lookups = await self._decide(wl, pods)
+        self.metrics.decisions.labels(path="full").inc(len(pods))
         if lookups.misses:
             return Result(
                 "requeue" if await self._ensure_kinds(lookups.misses) else "error",
                 [f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"],
             )
-
         mine: list[tuple[Obj, Decision]] = []
         deps: set[str] = set(lookups.reads)
         for pod, d in decided:
@@ -221,26 +300,138 @@ class Reconciler:
                 self.enqueue(actual)
                 continue
             mine.append((pod, d))
-            deps.add(o.uid(pod))
-            deps.update(str(r.get("uid") or "") for r in o.owner_references(pod))
-            deps.update(ref.uid for ref in d.owner_chain)
+            deps.update(_decision_dependencies(pod, d))
         self.index.set_dependencies(wl, deps)
         plugin = next((d.plugin for _, d in mine if d.plugin), None) or "none"
-        result = Result("ok", plugin=plugin)
         if not mine:
-            return result
-
+            return Result("ok", plugin=plugin)
         workload_ref = next((d.top_owner for _, d in mine if d.top_owner is not None), None)
-        workload_obj = (
-            _involved(workload_ref, wl.namespace) if workload_ref is not None else _pod_involved(mine[0][0])
-        )
         pods_by_name = {o.name(p): p for p, _ in mine}
+        grouped = [d for _, d in mine if d.outcome == "grouped" and d.pod_group is not None]
+        creation = {d.pod_key: creation_key(pods_by_name[d.pod_name])[0] for d in grouped}
+        merged = merge_pod_groups(grouped, creation)
+        plan = _Plan(
+            plugin=plugin,
+            workload_ref=workload_ref,
+            pods=pods_by_name,
+            decided=mine,
+            groups=[_PlannedGroup(m.metadata, [d.pod_name for d in m.decisions], m.notes) for m in merged],
+            placement={d.pod_name: (d.pod_group.name, d.sub_group) for d in grouped if d.pod_group is not None},
+        )
+        if wl.kind != "Pod" and not lookups.listed_pods:
+            self.memo.put(wl, _memo_of(plugin, workload_ref, mine, merged, pods_by_name))
+        return plan
 
-        # 1. decision errors
+    async def _plan_incremental(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | None:
+        """Decide only the pods that are new or changed since the last pass, and place them into the
+        PodGroups decided then. None when that cannot give the same answer as deciding everything (the
+        memo is gone, a PodGroup's deciding pod left or changed, a decision moved or read other pods)."""
+        memo = self.memo.get(wl)
+        if memo is None:
+            return None
+        live = {o.name(p): p for p in pods}
+        gone = [name for name in memo.members if name not in live]
+        fresh: list[tuple[Obj, int]] = []
+        for name, pod in live.items():
+            sig = decision_signature(pod)
+            member = memo.members.get(name)
+            if member is not None and member.signature == sig:
+                continue
+            if member is not None and member.pod_group is not None and _decides(memo, member, name):
+                return self._fall_back(wl)
+            fresh.append((pod, sig))
+        for name in gone:
+            member = memo.members[name]
+            if member.pod_group is not None and _decides(memo, member, name):
+                return self._fall_back(wl)
+        decided: list[tuple[Obj, Decision]] = []
+        if fresh:
+            decided, lookups = await self._decide(wl, [p for p, _ in fresh])
+            if self.memo.get(wl) is not memo or lookups.misses or lookups.listed_pods:
+                return self._fall_back(wl)  # invalidated while deciding, or the full path must handle it
+            if any(workload_of_decision(d, wl) != wl for _, d in decided):
+                return self._fall_back(wl)
+            self.metrics.decisions.labels(path="incremental").inc(len(decided))
+            deps = set(lookups.reads)
+            for pod, d in decided:
+                deps.update(_decision_dependencies(pod, d))
+            self.index.add_dependencies(wl, deps)
+        for name in gone:
+            memo.members.pop(name, None)
+        for (pod, sig), (_, d) in zip(fresh, decided, strict=True):
+            name = o.name(pod)
+            if d.outcome == "error":
+                memo.members.pop(name, None)  # decided again next time, like every failed decision
+                continue
+            if d.outcome == "grouped" and d.pod_group is not None:
+                group = memo.groups.get(d.pod_group.name)
+                if group is None:
+                    memo.groups[d.pod_group.name] = Group(d.pod_group, d.pod_group.spec(), creation_key(pod))
+                else:
+                    group.offer(d.pod_group, creation_key(pod))
+                memo.members[name] = Member(sig, d.pod_group.name, d.sub_group)
+            else:
+                memo.members[name] = Member(sig, None, None)
+            if d.plugin:
+                memo.plugin = d.plugin
+            if d.top_owner is not None:
+                memo.workload_ref = d.top_owner
+        return self._plan_of_memo(wl, memo, live, decided)
+
+    def _fall_back(self, wl: WorkloadKey) -> _Plan | None:
+        """Forget what was kept: the caller decides every pod again."""
+        self.memo.invalidate(wl)
+        return None
+
+    def _plan_of_memo(
+        self, wl: WorkloadKey, memo: WorkloadMemo, live: dict[str, Obj], decided: list[tuple[Obj, Decision]]
+    ) -> _Plan:
+        errors = {o.name(p) for p, d in decided if d.outcome == "error"}
+        members: dict[str, list[str]] = {}
+        placement: dict[str, tuple[str, str | None]] = {}
+        for name in sorted(memo.members):
+            m = memo.members[name]
+            if m.pod_group is not None:
+                members.setdefault(m.pod_group, []).append(name)
+                placement[name] = (m.pod_group, m.sub_group)
+        for pg in [pg for pg in memo.groups if pg not in members]:
+            del memo.groups[pg]  # no pod names it any more
+        groups: list[_PlannedGroup] = []
+        for pg in sorted(members):
+            g = memo.groups[pg]
+            md = copy.deepcopy(g.metadata)
+            by_sg = {sg.name: sg for sg in md.sub_groups}
+            for sg in md.sub_groups:
+                sg.pods = []
+            for name in members[pg]:
+                sub = memo.members[name].sub_group
+                if sub and sub in by_sg:
+                    by_sg[sub].pods.append(name)
+            notes = (
+                [f"pods disagree on the spec; used the view of the newest pod {wl.namespace}/{g.newest[1]}"]
+                if g.disagree else []
+            )
+            groups.append(_PlannedGroup(md, members[pg], notes))
+        pods = {name: pod for name, pod in live.items() if name in memo.members or name in errors}
+        return _Plan(memo.plugin, memo.workload_ref, pods, decided, groups, placement)
+
+    # ------------------------------------------------------------------ writing what was decided
+
+    async def _apply(self, wl: WorkloadKey, plan: _Plan, terminal: int) -> Result:
+        plugin = plan.plugin
+        result = Result("ok", plugin=plugin)
+        workload_ref = plan.workload_ref
+        first_pod = plan.pods[min(plan.pods)] if plan.pods else None
+        if first_pod is None:
+            return result
+        workload_obj = _involved(workload_ref, wl.namespace) if workload_ref is not None else _pod_involved(first_pod)
+        lookups = self.cache.lookups()
+
+        # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = 0
         transient_errors = 0
         awaiting_cache = 0
-        for pod, d in mine:
+        for pod, d in plan.decided:
             if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS:
                 awaiting_cache += 1
                 continue
@@ -265,18 +456,13 @@ class Reconciler:
                 await self._warn(pod, workload_obj, d.message)
 
         # 2. PodGroups
-        grouped = [d for _, d in mine if d.outcome == "grouped" and d.pod_group is not None]
-        creation = {
-            d.pod_key: str(o.meta(pods_by_name[d.pod_name]).get("creationTimestamp") or "") for d in grouped
-        }
-        merged = merge_pod_groups(grouped, creation)
         ok_groups: set[str] = set()
-        for m in merged:
-            md = m.metadata
+        for g in plan.groups:
+            md = g.metadata
             with log_context(podgroup=md.name):
                 op: str | None = None
                 error: str | None = None
-                desired, notes = md.to_object(), m.notes
+                desired, notes = md.to_object(), g.notes
                 problems = validate_pod_group(md)
                 if problems:
                     error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
@@ -284,9 +470,9 @@ class Reconciler:
                 else:
                     try:
                         if self.upstream is not None:
-                            members = [pods_by_name[d.pod_name] for d in m.decisions]
+                            members = [plan.pods[name] for name in g.pods]
                             op, up = await self.upstream.apply(md, members)
-                            desired, notes = upstream_desired(up), [*m.notes, *up.notes]
+                            desired, notes = upstream_desired(up), [*g.notes, *up.notes]
                         else:
                             op = await self.writer.apply(md)
                     except ApiError as e:
@@ -299,7 +485,7 @@ class Reconciler:
                     workload=str(wl),
                     desired=desired,
                     operation=op,
-                    pods=[d.pod_name for d in m.decisions],
+                    pods=g.pods,
                     notes=notes,
                     error=error,
                 )
@@ -315,18 +501,23 @@ class Reconciler:
                 for warning in md.warnings:  # e.g. semi-preemptible with segments: written, but said
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
-        for ns, name in self.index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged]):
+        for ns, name in self.index.set_pod_groups(wl, [(g.metadata.namespace, g.metadata.name) for g in plan.groups]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
         # 3. pods, concurrently (bounded); only for PodGroups that exist as decided. The upstream backend
         # patches no pod: a pod joins its group by spec.schedulingGroup, set only at creation (the webhook).
-        todo = [
-            (pods_by_name[d.pod_name], d)
-            for d in grouped
-            if d.pod_group and d.pod_group.name in ok_groups and self.upstream is None
-        ]
-        outcomes = await asyncio.gather(*(self._patch(pod, d) for pod, d in todo), return_exceptions=True)
-        for (pod, _), out in zip(todo, outcomes, strict=True):
+        todo: list[tuple[Obj, str, str | None]] = []
+        if self.upstream is None:
+            for name, (pg, sub) in plan.placement.items():
+                if pg not in ok_groups:
+                    continue
+                pod = plan.pods[name]
+                if self.patcher.needed(pod, pg, sub):
+                    todo.append((pod, pg, sub))
+                else:
+                    self._note_unchanged(pod)
+        outcomes = await asyncio.gather(*(self._patch(pod, pg, sub) for pod, pg, sub in todo), return_exceptions=True)
+        for (pod, _, _), out in zip(todo, outcomes, strict=True):
             if isinstance(out, NotLeader):
                 raise out
             if isinstance(out, BaseException) and not isinstance(out, ApiError):
@@ -348,8 +539,8 @@ class Reconciler:
             and not awaiting_cache
             and self.upstream is None
         ):
-            owners = {workload_ref.uid} | {o.uid(p) for p, _ in mine}  # per-pod PodGroups are owned by pods
-            result.written += await self._delete_replaced(wl, owners, {m.metadata.name for m in merged})
+            owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}  # per-pod PodGroups: owned by pods
+            result.written += await self._delete_replaced(wl, owners, {g.metadata.name for g in plan.groups})
 
         if result.errors:
             result.status = "error" if transient_errors else "failed"
@@ -359,7 +550,7 @@ class Reconciler:
             result.status, result.retry_after = "later", AWAIT_GC_SECONDS
         self.store.record_workload(
             str(wl),
-            pods=len(mine),
+            pods=len(plan.pods),
             terminalPods=terminal,
             podGroups=sorted(ok_groups),
             plugin=plugin,
@@ -367,6 +558,12 @@ class Reconciler:
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
         return result
+
+    def _note_unchanged(self, pod: Obj) -> None:
+        """Record "unchanged" once for a pod already marked (e.g. by an earlier run of the grouper)."""
+        rec = self.store.pod(o.namespace(pod), o.name(pod))
+        if rec is not None and rec.get("patched") is None:
+            self.store.record_pod_patched(o.namespace(pod), o.name(pod), "unchanged")
 
     def _owner_was_deleted(self, pod: Obj, lookups: CacheLookups) -> bool:
         """Whether an owner on the pod's chain was deleted moments ago (seen as a DELETED watch event)."""
@@ -417,11 +614,10 @@ class Reconciler:
                 return True
         return False
 
-    async def _patch(self, pod: Obj, d: Decision) -> Any:
-        assert d.pod_group is not None
+    async def _patch(self, pod: Obj, pod_group: str, sub_group: str | None) -> Any:
         async with self._patch_sem:
-            res = await self.patcher.ensure(pod, d.pod_group.name, d.sub_group)
-        self.store.record_pod_patched(d.pod_namespace, d.pod_name, res)
+            res = await self.patcher.ensure(pod, pod_group, sub_group)
+        self.store.record_pod_patched(o.namespace(pod), o.name(pod), res)
         return res
 
     async def _warn(self, pod: Obj, workload: InvolvedObject, message: str) -> None:

@@ -108,6 +108,14 @@ class WorkloadIndex:
         else:
             self._wl_uids.pop(wl, None)
 
+    def add_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
+        """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes)."""
+        have = self._wl_uids.setdefault(wl, set())
+        for uid in uids:
+            if uid and uid not in have:
+                have.add(uid)
+                self._uid_wls.setdefault(uid, set()).add(wl)
+
     def workloads_reading(self, uid: str) -> set[WorkloadKey]:
         return set(self._uid_wls.get(uid, ()))
 

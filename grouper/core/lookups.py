@@ -6,12 +6,14 @@ cache-backed implementation with the same methods, so the decision code is ident
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from grouper.model import objects as o
 from grouper.model.errors import LookupForbidden
 from grouper.model.objects import GVK, Obj, labels
+from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
 
 
 class Lookups(Protocol):
@@ -29,6 +31,12 @@ class Lookups(Protocol):
         """Objects of a kind (in a namespace, or all when None) whose labels match every pair."""
         ...
 
+    def pod_groups_named(self, namespace: str, base: str) -> builtins.list[Obj]:
+        """PodGroups in ``namespace`` named ``base`` or ``base-…``, sorted by name. ``base`` ends with a
+        UID (``pg-<workload>-<uid>``), which lets the controller answer from an index instead of listing
+        the namespace."""
+        ...
+
     def priority_class_exists(self, name: str) -> bool: ...
 
     def defaults_configmap(self) -> Obj | None:
@@ -42,6 +50,11 @@ def matches_labels(obj: Obj, selector: Mapping[str, str] | None) -> bool:
         return True
     have = labels(obj)
     return all(have.get(k) == v for k, v in selector.items())
+
+
+def named_with_prefix(name: str, base: str) -> bool:
+    """``name`` is ``base`` or ``base-…``: the PodGroups a workload's own name prefix covers."""
+    return name == base or name.startswith(base + "-")
 
 
 def by_namespace_and_name(objs: Iterable[Obj]) -> list[Obj]:
@@ -103,6 +116,12 @@ class InMemoryLookups:
             and matches_labels(obj, label_selector)
         )
 
+    def pod_groups_named(self, namespace: str, base: str) -> builtins.list[Obj]:
+        return [
+            pg for pg in self.list(PODGROUP_API_VERSION, PODGROUP_KIND, namespace)
+            if named_with_prefix(o.name(pg), base)
+        ]
+
     def priority_class_exists(self, name: str) -> bool:
         return ("scheduling.k8s.io", "PriorityClass", "", name) in self._by_key
 
@@ -113,4 +132,4 @@ class InMemoryLookups:
         return self._by_key.get(("", "ConfigMap", ns, nm))
 
 
-__all__ = ["InMemoryLookups", "Lookups", "by_namespace_and_name", "matches_labels"]
+__all__ = ["InMemoryLookups", "Lookups", "by_namespace_and_name", "matches_labels", "named_with_prefix"]

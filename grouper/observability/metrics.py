@@ -28,6 +28,13 @@ class Metrics:
             ["result", "plugin"],
             registry=r,
         )
+        self.decisions = Counter(
+            f"{PREFIX}_pod_decisions_total",
+            "Pod decisions made, by path: full (every pod of the workload decided again) or incremental "
+            "(only new or changed pods, placed into the PodGroups already decided).",
+            ["path"],
+            registry=r,
+        )
         self.reconcile_duration = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Time to reconcile one workload (decide, write PodGroups, patch pods).",

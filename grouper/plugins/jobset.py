@@ -40,8 +40,6 @@ from grouper.core.context import GroupingContext
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, dig, name, namespace, uid
 from grouper.model.podgroup import (
-    PODGROUP_API_VERSION,
-    PODGROUP_KIND,
     PodGroupMetadata,
     SubGroup,
     TopologyConstraint,
@@ -193,14 +191,10 @@ def _legacy_podgroup_exists(ctx: GroupingContext, base: str) -> bool:
     """A PodGroup of this JobSet (exact name or ``<base>-…``) exists and has no sub-groups."""
     js = ctx.top_owner
     try:
-        pgs = ctx.lookups.list(PODGROUP_API_VERSION, PODGROUP_KIND, namespace(js))
+        pgs = ctx.lookups.pod_groups_named(namespace(js), base)
     except LookupForbidden as err:
         raise GroupingError(f"cannot list PodGroups to detect the legacy shape: {err}", obj=describe(js)) from err
-    for pg in pgs:
-        pg_name = name(pg)
-        if (pg_name == base or pg_name.startswith(base + "-")) and not dig(pg, "spec", "subGroups"):
-            return True
-    return False
+    return any(not dig(pg, "spec", "subGroups") for pg in pgs)
 
 
 def _legacy_metadata(ctx: GroupingContext, base: str) -> PodGroupMetadata:

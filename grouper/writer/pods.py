@@ -76,6 +76,11 @@ class PodPatcher:
         self.can_write = can_write
         self.metrics = metrics
 
+    def needed(self, pod: Obj, pod_group: str, sub_group: str | None) -> bool:
+        """Whether :meth:`ensure` would write (counting our own patches the cache has not shown yet)."""
+        current = self.expectations.current("Pod", o.namespace(pod), o.name(pod), pod) or pod
+        return pod_patch(current, pod_group, sub_group) is not None
+
     async def ensure(self, pod: Obj, pod_group: str, sub_group: str | None) -> PatchResult:
         """Patch when needed. Raises ``ApiError`` (not 404) or ``NotLeader``."""
         current = self.expectations.current("Pod", o.namespace(pod), o.name(pod), pod) or pod

@@ -1,0 +1,115 @@
+"""What a workload's last reconcile decided, kept so the next one decides only what changed.
+
+A pod's decision is a pure function of the pod and of the objects the decision read. The event handlers
+know when one of those objects changes (the dependency index) and then :meth:`DecisionMemo.invalidate`
+the workload; as long as that has not happened, a pod whose grouping-relevant fields are unchanged keeps
+its decision, and a new pod of the workload is decided alone and placed into the PodGroups already
+decided (the merge rule of :mod:`grouper.core.merge`: the newest pod's view of a PodGroup wins). So a
+1,000-pod workload whose pods arrive one by one costs 1,000 decisions, not 1,000²/2, and a burst costs
+one decision per pod however many reconciles it takes.
+
+What is kept is small on purpose: per pod a signature hash and the names of its PodGroup and sub-group
+(shared strings); per PodGroup one metadata object (the newest pod's view). Decisions that failed are
+not kept (they are made again on the next reconcile, as before), nor are workloads whose decisions read
+other pods (Deployment, Knative, MPI: a sibling's annotation is an input there), nor bare pods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from grouper.controller.workloads import WorkloadKey
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
+
+# Our own marks on the pod are the output of its decision, not an input to it.
+_OWN_KEYS = (POD_GROUP_ANNOTATION, SUBGROUP_LABEL)
+
+
+def _without_own(d: Any) -> Any:
+    if isinstance(d, dict) and any(k in d for k in _OWN_KEYS):
+        return {k: v for k, v in d.items() if k not in _OWN_KEYS}
+    return d
+
+
+def decision_signature(pod: Obj) -> int:
+    """A hash of everything a pod's decision can read of the pod itself, minus the grouper's own marks."""
+    meta = o.meta(pod)
+    key = (
+        o.uid(pod),
+        _without_own(meta.get("labels")),
+        _without_own(meta.get("annotations")),
+        meta.get("ownerReferences"),
+        meta.get("creationTimestamp"),
+        bool(meta.get("deletionTimestamp")),
+        pod.get("spec"),
+        pod.get("status"),
+    )
+    return hash(orjson.dumps(key, option=orjson.OPT_SORT_KEYS))
+
+
+def creation_key(pod: Obj) -> tuple[str, str]:
+    """The merge order of pods: creation time, then name (as ``merge_pod_groups``)."""
+    return str(o.meta(pod).get("creationTimestamp") or ""), o.name(pod)
+
+
+@dataclass(slots=True)
+class Member:
+    """A pod's place: its signature and, when grouped, the names of its PodGroup and sub-group."""
+
+    signature: int
+    pod_group: str | None
+    sub_group: str | None
+
+
+@dataclass(slots=True)
+class Group:
+    """One decided PodGroup: the newest pod's view (``metadata``), that pod, and whether pods disagreed."""
+
+    metadata: PodGroupMetadata
+    spec: dict[str, Any]
+    newest: tuple[str, str]
+    disagree: bool = False
+
+    def offer(self, md: PodGroupMetadata, key: tuple[str, str]) -> None:
+        """Another pod's view of this PodGroup: the newer view wins; a different spec is noted."""
+        spec = md.spec()
+        if spec != self.spec:
+            self.disagree = True
+        if key > self.newest:
+            self.metadata, self.spec, self.newest = md, spec, key
+
+
+@dataclass
+class WorkloadMemo:
+    plugin: str
+    workload_ref: OwnerRef | None
+    members: dict[str, Member] = field(default_factory=dict)  # pod name -> its place
+    groups: dict[str, Group] = field(default_factory=dict)  # PodGroup name -> its view
+
+
+class DecisionMemo:
+    """The memos of all workloads. Written by the reconciler; invalidated by the event handlers and the
+    resyncer whenever something a workload's decisions read changes (or may have changed)."""
+
+    def __init__(self) -> None:
+        self._memos: dict[WorkloadKey, WorkloadMemo] = {}
+
+    def get(self, wl: WorkloadKey) -> WorkloadMemo | None:
+        return self._memos.get(wl)
+
+    def put(self, wl: WorkloadKey, memo: WorkloadMemo) -> None:
+        self._memos[wl] = memo
+
+    def invalidate(self, wl: WorkloadKey) -> None:
+        self._memos.pop(wl, None)
+
+    def __len__(self) -> int:
+        return len(self._memos)
+
+
+__all__ = ["DecisionMemo", "Group", "Member", "WorkloadMemo", "creation_key", "decision_signature"]
