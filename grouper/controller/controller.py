@@ -77,6 +77,7 @@ class ControllerSettings:
     pod_label_selector: str = ""
     namespace_label_selector: str = ""
     max_concurrent_reconciles: int = 10
+    batch_window: float = 0.0  # seconds a new pod's workload waits for its siblings (see EventHandlers)
     watch_kartas: bool = True
     resync_debounce: float = 0.5
     sync_timeout: float = 120.0
@@ -186,6 +187,7 @@ class Controller:
             deleted=self.deleted,
             metrics=metrics,
             memo=self.memo,
+            batch_window=settings.batch_window,
         )
         # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions, leadership) may
         # change any decision of the workloads it names

@@ -12,7 +12,6 @@ once and waits for the next change of an object the decision read (the event han
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import time
 from collections.abc import Callable
@@ -399,10 +398,8 @@ class Reconciler:
         groups: list[_PlannedGroup] = []
         for pg in sorted(members):
             g = memo.groups[pg]
-            md = copy.deepcopy(g.metadata)
+            md = g.metadata.copy_without_pods()
             by_sg = {sg.name: sg for sg in md.sub_groups}
-            for sg in md.sub_groups:
-                sg.pods = []
             for name in members[pg]:
                 sub = memo.members[name].sub_group
                 if sub and sub in by_sg:

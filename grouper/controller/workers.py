@@ -100,10 +100,8 @@ def _log_result(wl: WorkloadKey, r: Result, retries: int) -> None:
             "; ".join(r.errors[:3]),
             extra={"plugin": r.plugin, "retries": retries, "retrying": r.status == "error"},
         )
-    elif r.written:
-        log.info("reconciled", extra={"plugin": r.plugin, "writes": r.written})
-    else:
-        log.debug("reconciled, nothing to write", extra={"plugin": r.plugin})
+    else:  # per reconcile, like controller-runtime's; the writes themselves are logged at info
+        log.debug("reconciled", extra={"plugin": r.plugin, "writes": r.written})
 
 
 __all__ = ["WorkerPool"]

@@ -8,7 +8,6 @@ writes, but deterministically (creation time, then name) and noted in the result
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from grouper.core.decision import Decision
@@ -34,9 +33,7 @@ def merge_pod_groups(decisions: list[Decision], creation: dict[str, str] | None 
         group = sorted(by_name[key], key=lambda d: (creation.get(d.pod_key, ""), d.pod_name))
         newest = group[-1]
         assert newest.pod_group is not None
-        merged = copy.deepcopy(newest.pod_group)
-        for sg in merged.sub_groups:
-            sg.pods = []
+        merged = newest.pod_group.copy_without_pods()
         by_sg = {sg.name: sg for sg in merged.sub_groups}
         notes: list[str] = []
         newest_spec = merged.spec()

@@ -7,7 +7,7 @@ decision can be explained by ``/podgroups`` and ``grouper explain``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
@@ -109,6 +109,18 @@ class PodGroupMetadata:
     # KAI v0.18 ``Metadata.Warnings``: the PodGroup is written, and each warning is reported as a
     # ``PodGrouperWarning`` Event on the pod (e.g. segmentation combined with semi-preemptible).
     warnings: list[str] = field(default_factory=list)
+
+    def copy_without_pods(self) -> PodGroupMetadata:
+        """A copy to merge members into: new sub-group objects with empty pod lists; the rest is shared
+        (a decision's metadata is not changed after it is made), so merging costs O(sub-groups)."""
+        return replace(
+            self,
+            sub_groups=[replace(sg, pods=[]) for sg in self.sub_groups],
+            labels=dict(self.labels),
+            annotations=dict(self.annotations),
+            provenance=dict(self.provenance),
+            warnings=list(self.warnings),
+        )
 
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""

@@ -141,6 +141,7 @@ class Service:
                 pod_label_selector=s.pod_label_selector,
                 namespace_label_selector=s.namespace_label_selector,
                 max_concurrent_reconciles=s.max_concurrent_reconciles,
+                batch_window=s.batch_window_seconds,
                 allowed_kinds=cached_kinds(kinds_of(s.extra_owner_kinds)),
                 backend=s.backend,
             ),

@@ -131,7 +131,10 @@ def test_flags_have_kai_defaults() -> None:
         "kai.scheduler/queue",
         "kai.scheduler/node-pool",
     )
-    assert (s.qps, s.burst, s.max_concurrent_reconciles) == (50.0, 300, 10)
+    # deliberate difference (README): no client-side limit, 32 workers; KAI's flags still set them
+    assert (s.qps, s.burst, s.max_concurrent_reconciles) == (0.0, 300, 32)
+    kai = parse(["--qps", "50", "--burst", "300", "--max-concurrent-reconciles", "10"])
+    assert (kai.qps, kai.burst, kai.max_concurrent_reconciles) == (50.0, 300, 10)
     assert (s.leader_elect, s.generic_karta_fallback, s.knative_gang_schedule, s.search_legacy_pg) == (
         False,
         True,
