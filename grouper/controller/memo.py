@@ -31,9 +31,11 @@ _OWN_KEYS = (POD_GROUP_ANNOTATION, SUBGROUP_LABEL)
 
 
 def _without_own(d: Any) -> Any:
+    """Labels / annotations minus our two keys; absent and empty are the same (a pod we marked gains a
+    map it did not have)."""
     if isinstance(d, dict) and any(k in d for k in _OWN_KEYS):
-        return {k: v for k, v in d.items() if k not in _OWN_KEYS}
-    return d
+        d = {k: v for k, v in d.items() if k not in _OWN_KEYS}
+    return d or None
 
 
 def decision_signature(pod: Obj) -> int:

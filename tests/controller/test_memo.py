@@ -1,0 +1,58 @@
+"""The decision memo's pure parts: what counts as a change of a pod, and the merge rule for a new view."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from grouper.controller.memo import Group, decision_signature
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
+
+
+def pod(**labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": dict(labels), "resourceVersion": "1",
+                     "creationTimestamp": "2026-12-01T10:00:00Z"},
+        "spec": {"schedulerName": "kai-scheduler"},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_the_grouper_own_marks_and_the_resource_version_are_not_a_change() -> None:
+    before = pod(app="a")
+    before["metadata"].pop("labels")  # a pod without labels or annotations gains both maps when marked
+    after = copy.deepcopy(before)
+    after["metadata"]["annotations"] = {POD_GROUP_ANNOTATION: "pg-x"}
+    after["metadata"]["labels"] = {SUBGROUP_LABEL: "workers"}
+    after["metadata"]["resourceVersion"] = "2"
+    assert decision_signature(before) == decision_signature(after)
+
+
+def test_what_a_decision_reads_of_the_pod_is_a_change() -> None:
+    base = decision_signature(pod(app="a"))
+    assert decision_signature(pod(app="b")) != base
+    bound = pod(app="a")
+    bound["spec"]["nodeName"] = "n1"
+    assert decision_signature(bound) != base
+    running = pod(app="a")
+    running["status"]["phase"] = "Running"
+    assert decision_signature(running) != base
+    deleting = pod(app="a")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-01T10:05:00Z"
+    assert decision_signature(deleting) != base
+
+
+def metadata(min_member: int) -> PodGroupMetadata:
+    return PodGroupMetadata("pg", "ns", OwnerRef("batch/v1", "Job", "j", "u"), min_member=min_member)
+
+
+def test_a_newer_view_wins_and_a_different_spec_is_noted() -> None:
+    g = Group(metadata(2), metadata(2).spec(), ("2026-12-01T10:00:00Z", "a"))
+    g.offer(metadata(2), ("2026-12-01T10:00:00Z", "b"))
+    assert (g.newest[1], g.disagree) == ("b", False)
+    g.offer(metadata(3), ("2026-12-01T09:00:00Z", "old"))  # older pod, other view: noted, not used
+    assert (g.newest[1], g.metadata.min_member, g.disagree) == ("b", 2, True)
+    g.offer(metadata(4), ("2026-12-01T11:00:00Z", "c"))
+    assert (g.newest[1], g.metadata.min_member) == ("c", 4)
