@@ -279,6 +279,13 @@ class Controller:
     def workers_running(self) -> bool:
         return self.workers.running
 
+    def idle(self) -> bool:
+        """Nothing queued, nothing being reconciled."""
+        return len(self.queue) == 0 and not self.queue.processing
+
+    def reconciles_finished(self) -> int:
+        return self.workers.finished
+
     # ------------------------------------------------------------------ what the API reads
 
     def ready(self) -> tuple[bool, dict[str, Any]]:

@@ -31,6 +31,7 @@ class WorkerPool:
         self.size = max(1, size)
         self.names: list[str] = []
         self.last_progress: float | None = None  # monotonic time the last reconcile finished (liveness)
+        self.finished = 0  # reconciles finished since start
 
     @property
     def running(self) -> bool:
@@ -77,6 +78,7 @@ class WorkerPool:
                 result = Result("error", ["internal error"])
             self.queue.done(wl)
             self.last_progress = time.monotonic()
+            self.finished += 1
             self._requeue(wl, result)
 
     def _requeue(self, wl: WorkloadKey, result: Result) -> None:

@@ -40,6 +40,7 @@ from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper, cached_kinds
+from grouper.runtime.heap import HeapKeeper
 from grouper.runtime.settings import RunSettings, kinds_of
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
@@ -159,6 +160,9 @@ class Service:
         # collector's reach, so full collections do not walk millions of cached objects while the loop
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
+        ctl = self.controller
+        keeper = HeapKeeper(idle=ctl.idle, progress=ctl.reconciles_finished)
+        self.supervisor.spawn("heap-keeper", keeper.run)
         self.state.controller = self.controller
         if s.webhook_bind_address:
             await self._start_webhook()
