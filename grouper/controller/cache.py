@@ -28,8 +28,10 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from grouper.core.lookups import by_namespace_and_name, matches_labels
+from grouper.kube.compact import Interner
 from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.informer import Informer, Spawner, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
@@ -105,12 +107,100 @@ _POD_SPEC = ("schedulerName", "priorityClassName", "nodeName", "schedulingGroup"
 _POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*"([^"]+)"\s*\])""")
 
 
+class _Sharing:
+    """Canonical copies of what cached pods repeat, so 100,000 pods do not hold 100,000 copies of it.
+
+    - strings (namespaces, label and annotation keys and values, generateName, timestamps): one object
+      per distinct value, from a bounded :class:`~grouper.kube.compact.Interner` (values that turn out
+      unique only cost a slot until it starts over);
+    - whole parts equal to the same part of the last pod cached with the same owner (its labels, its
+      annotations, its ownerReferences list: the siblings of a Deployment share all three): that
+      sibling's object itself (one entry per owner, bounded too);
+    - ``spec`` and ``status`` as kept (scheduler, node, phase: a handful of distinct values): one dict per
+      distinct content.
+
+    Sound because cached objects are read-only by contract: every reader copies before it changes
+    anything (``labels_of`` / ``annotations_of`` return copies; ``tests/core/test_inputs_unchanged.py``
+    checks that deciding leaves pods and owners as they were).
+    """
+
+    def __init__(self, max_entries: int = 65_536) -> None:
+        self.strings = Interner(max_entries)
+        self.parts: Interner = Interner(max_entries // 16)
+        self.siblings: dict[str, dict[str, Any]] = {}  # owner uid -> metadata of a pod cached with it
+        self.max_entries = max_entries
+
+    def string(self, value: Any) -> Any:
+        return self.strings(value) if type(value) is str and len(value) <= 256 else value
+
+    def mapping(self, value: Any, sibling: Any) -> Any:
+        """A labels / annotations map: the sibling's when equal, else a copy with shared strings."""
+        if not isinstance(value, dict):
+            return value
+        if sibling is not None and sibling == value:
+            return sibling
+        s = self.string
+        return {s(k): s(v) for k, v in value.items()}
+
+    def part(self, value: dict[str, Any]) -> dict[str, Any]:
+        """A small dict of plain values (``spec`` / ``status`` as kept): one object per distinct content."""
+        try:
+            key = tuple(value.items())
+            hash(key)
+        except TypeError:  # a widened field holding a list or a map: kept as it is
+            return value
+        return self.parts(_Part(key, value)).value
+
+    def metadata(self, meta: dict[str, Any]) -> dict[str, Any]:
+        refs = meta.get("ownerReferences")
+        owner = refs[0].get("uid") if isinstance(refs, list) and refs and isinstance(refs[0], dict) else None
+        sibling = self.siblings.get(owner) if isinstance(owner, str) else None
+        out: dict[str, Any] = {}
+        for k in _POD_META:
+            if k not in meta:
+                continue
+            v = meta[k]
+            if k in ("labels", "annotations"):
+                v = self.mapping(v, sibling.get(k) if sibling is not None else None)
+            elif k == "ownerReferences":
+                if sibling is not None and sibling.get(k) == v:
+                    v = sibling[k]
+            elif k in _SHARED_META:
+                v = self.string(v)
+            out[k] = v
+        if isinstance(owner, str):
+            if len(self.siblings) >= self.max_entries and owner not in self.siblings:
+                self.siblings.clear()
+            self.siblings[owner] = out
+        return out
+
+
+class _Part:
+    """A dict keyed by its items, for :attr:`_Sharing.parts` (dicts themselves are not hashable)."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
+        self.key, self.value = key, value
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Part) and self.key == other.key
+
+
+# metadata strings that repeat among pods (per namespace, per owner, per second of creation)
+_SHARED_META = frozenset({"namespace", "generateName", "creationTimestamp", "deletionTimestamp"})
+
+
 @dataclass
 class PodShape:
     """The fields a cached pod keeps. ``widen`` adds fields named by jq paths (Karta pod selectors)."""
 
     spec: set[str] = field(default_factory=lambda: set(_POD_SPEC))
     status: set[str] = field(default_factory=lambda: {"phase"})
+    sharing: _Sharing = field(default_factory=_Sharing, repr=False, compare=False)
 
     def widen(self, paths: Iterable[str]) -> bool:
         """Keep the spec/status fields these jq paths read; True when something was added."""
@@ -125,20 +215,26 @@ class PodShape:
         return added
 
     def slim(self, pod: Obj) -> Obj:
-        """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size)."""
+        """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size), and
+        what repeats among pods is shared (:class:`_Sharing`). Read-only, like every cached object."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
+        sharing = self.sharing
         out: Obj = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {k: meta[k] for k in _POD_META if k in meta},
-            "spec": {k: spec[k] for k in self.spec if k in spec} if isinstance(spec, dict) else {},
+            "metadata": sharing.metadata(meta) if isinstance(meta, dict) else {},
+            "spec": (
+                sharing.part({k: sharing.string(spec[k]) for k in sorted(self.spec) if k in spec})
+                if isinstance(spec, dict)
+                else {}
+            ),
         }
         status = pod.get("status")
         if isinstance(status, dict):
-            kept = {k: status[k] for k in self.status if k in status}
+            kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
             if kept:
-                out["status"] = kept
+                out["status"] = sharing.part(kept)
         return out
 
 
