@@ -23,12 +23,15 @@ Two policies live here because they decide what is cached:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from grouper.core.lookups import by_namespace_and_name, matches_labels
 from grouper.kube.compact import Interner
@@ -110,17 +113,17 @@ _POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)
 class _Sharing:
     """Canonical copies of what cached pods repeat, so 100,000 pods do not hold 100,000 copies of it.
 
-    - strings (namespaces, label and annotation keys and values, generateName, timestamps): one object
+    - strings (namespaces, label and annotation keys and values, timestamps): one object
       per distinct value, from a bounded :class:`~grouper.kube.compact.Interner` (values that turn out
       unique only cost a slot until it starts over);
     - whole parts equal to the same part of the last pod cached with the same owner (its labels, its
       annotations, its ownerReferences list: the siblings of a Deployment share all three): that
-      sibling's object itself (one entry per owner, bounded too);
+      sibling's object itself (one entry per owner, bounded too); so is ``generateName``;
     - ``spec`` and ``status`` as kept (scheduler, node, phase: a handful of distinct values): one dict per
       distinct content.
 
     Sound because cached objects are read-only by contract: every reader copies before it changes
-    anything (``labels_of`` / ``annotations_of`` return copies; ``tests/core/test_inputs_unchanged.py``
+    anything (``labels_of`` / ``annotations_of`` return copies; ``tests/controller/test_slim_decisions.py``
     checks that deciding leaves pods and owners as they were).
     """
 
@@ -162,7 +165,7 @@ class _Sharing:
             v = meta[k]
             if k in ("labels", "annotations"):
                 v = self.mapping(v, sibling.get(k) if sibling is not None else None)
-            elif k == "ownerReferences":
+            elif k in ("ownerReferences", "generateName"):  # the same for the siblings at most
                 if sibling is not None and sibling.get(k) == v:
                     v = sibling[k]
             elif k in _SHARED_META:
@@ -191,7 +194,7 @@ class _Part:
 
 
 # metadata strings that repeat among pods (per namespace, per owner, per second of creation)
-_SHARED_META = frozenset({"namespace", "generateName", "creationTimestamp", "deletionTimestamp"})
+_SHARED_META = frozenset({"namespace", "creationTimestamp", "deletionTimestamp"})
 
 
 @dataclass
@@ -251,14 +254,72 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def slim_owner(obj: Obj) -> Obj:
     """Owners and other read objects as cached: no managedFields and no kubectl last-applied copy (a
-    second copy of the whole object, never read by grouping — the default grouper does not copy it)."""
+    second copy of the whole object, never read by grouping — the default grouper does not copy it), and
+    every pod template's ``spec`` equal to one already cached is that one (:class:`TemplateSharing`).
+
+    Nothing else is dropped: the native plugins read owners' specs (replicas, templates' annotations,
+    parallelism), RayJob/RayService status, and a Karta definition's jq may read any field of its kind
+    (the built-in catalog describes Job, JobSet and Deployment too), so only what is provably unread goes.
+    """
     obj = strip_managed_fields(obj)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         ann = meta.get("annotations")
         if isinstance(ann, dict) and LAST_APPLIED in ann:
             obj["metadata"] = {**meta, "annotations": {k: v for k, v in ann.items() if k != LAST_APPLIED}}
+    _TEMPLATES.share_in(obj)
     return obj
+
+
+class TemplateSharing:
+    """One copy of each distinct pod template ``spec`` among cached owners.
+
+    The 125 Jobs of a JobSet, the Jobs of every JobSet submitted from one manifest, a Deployment and its
+    ReplicaSets carry the same pod template spec (containers, volumes, tolerations: most of an owner's
+    size). Each template spec found in an owner (any ``template.spec`` holding ``containers``, at any
+    depth: Job, ReplicaSet, JobSet replicatedJobs, PyTorchJob replica specs, Ray groups ...) is looked up
+    by a digest of its canonical JSON and, when an equal one is cached, replaced by it (equality is
+    checked, not assumed from the digest). Bounded: the table starts over when full. Sound because
+    cached objects are read-only (tests/controller/test_slim_decisions.py).
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._table: dict[bytes, Any] = {}
+
+    def share(self, value: Any) -> Any:
+        try:
+            key = hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+        except (TypeError, orjson.JSONEncodeError):
+            return value
+        got = self._table.get(key)
+        if got is not None and got == value:
+            return got
+        if len(self._table) >= self.max_entries:
+            self._table.clear()
+        self._table[key] = value
+        return value
+
+    def share_in(self, obj: Any, depth: int = 0) -> None:
+        """Replace, in place, every pod template spec of ``obj`` (freshly decoded, not cached yet)."""
+        if depth > 12:
+            return
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k == "template" and isinstance(v, dict) and isinstance(v.get("spec"), dict):
+                    spec = v["spec"]
+                    if "containers" in spec:
+                        v["spec"] = self.share(spec)
+                        continue
+                if isinstance(v, dict | list):
+                    self.share_in(v, depth + 1)
+        elif isinstance(obj, list):
+            for v in obj:
+                if isinstance(v, dict | list):
+                    self.share_in(v, depth + 1)
+
+
+_TEMPLATES = TemplateSharing()
 
 
 def slim_podgroup(pg: Obj) -> Obj:

@@ -67,6 +67,20 @@ def strip_managed_fields(obj: Obj) -> Obj:
     return obj
 
 
+def _same_strings(obj: Obj, prev: Obj) -> None:
+    """A new version of a cached object takes over the name, namespace and uid strings of the cached one.
+
+    Everything keyed by them — the store, the indexes, the controller's maps and records — holds the
+    cached version's strings; without this every update would leave one more copy of each per object.
+    ``obj`` is freshly decoded (and transformed), so it is ours to change."""
+    meta, old = obj.get("metadata"), prev.get("metadata")
+    if isinstance(meta, dict) and isinstance(old, dict):
+        for k in ("name", "namespace", "uid"):
+            v = old.get(k)
+            if v is not None and meta.get(k) == v:
+                meta[k] = v
+
+
 def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -332,7 +346,12 @@ class Informer:
                 raw.setdefault("apiVersion", api_version)
                 raw.setdefault("kind", kind)
                 obj = self.transform(raw) if self.transform else raw
-                items[_key(obj)] = obj
+                key = _key(obj)
+                prev = self._store.get(key)
+                if prev is not None:
+                    _same_strings(obj, prev)
+                    key = _key(obj)
+                items[key] = obj
             meta = page.get("metadata") or {}
             cont = str(meta.get("continue") or "")
             if not cont:
@@ -474,6 +493,9 @@ class Informer:
             if etype in (ADDED, MODIFIED):
                 if prev is not None:
                     self._index_remove(key, prev)
+                    _same_strings(obj, prev)
+                    key = _key(obj)
+                    del self._store[key]  # re-inserted with this key: no stale key tuple stays behind
                 self._store[key] = obj
                 self._by_ns.setdefault(key[0], {})[key[1]] = obj
                 self._index_add(key, obj)

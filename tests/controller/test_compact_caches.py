@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from grouper.controller.cache import PodShape, slim_pod
+from grouper.controller.cache import PodShape, slim_owner, slim_pod
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
@@ -351,3 +352,78 @@ def test_informer_index_with_one_few_and_many_objects_per_value() -> None:
         inf._index_remove((f"ns{i % 2}", f"p{i}"), objs[(f"ns{i % 2}", f"p{i}")])
     assert sorted(x["metadata"]["name"] for x in inf.by_index("by-g", "big")) == ["p0", "p1", "p2"]
     assert inf.by_index("by-g", "nothing") == []
+
+
+# ---------------------------------------------------------------------- owners
+
+
+def _job(name: str, image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "managedFields": [{"manager": "x"}],
+                     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}},
+        "spec": {"parallelism": 2, "template": {"metadata": {"labels": {"job-name": name}},
+                                                "spec": {"containers": [{"name": "c", "image": image}],
+                                                         "restartPolicy": "Never"}}},
+        "status": {"active": 2},
+    }
+
+
+def test_owners_with_the_same_pod_template_spec_share_it_and_keep_everything_else() -> None:
+    a, b, c = slim_owner(_job("a", "img:1")), slim_owner(_job("b", "img:1")), slim_owner(_job("c", "img:2"))
+    assert a["spec"]["template"]["spec"] is b["spec"]["template"]["spec"]
+    assert c["spec"]["template"]["spec"] is not a["spec"]["template"]["spec"]
+    assert c["spec"]["template"]["spec"]["containers"][0]["image"] == "img:2"
+    want = _job("b", "img:1")
+    del want["metadata"]["managedFields"]
+    want["metadata"]["annotations"] = {"keep": "me"}
+    assert b == want  # only managedFields and the last-applied copy are gone
+    assert b["spec"]["template"]["metadata"] == {"labels": {"job-name": "b"}}
+
+
+def test_nested_pod_templates_are_shared_too() -> None:
+    def jobset(name: str) -> dict[str, Any]:
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+                "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": _job("x", "img:1")["spec"]}}]}}
+
+    a, b = slim_owner(jobset("a")), slim_owner(jobset("b"))
+    inner = [js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] for js in (a, b)]
+    assert inner[0] is inner[1] and inner[0]["containers"] == [{"name": "c", "image": "img:1"}]
+
+
+class _Feed:
+    """Stands in for the client in ``Informer._watch``: serves these watch lines, decoded as the transport does."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.lines = [orjson.dumps(e) for e in events]
+
+    async def watch(self, path: str, params: Any, *, timeout: float, on_open: Any = None) -> Any:
+        if on_open is not None:
+            on_open()
+        for line in self.lines:
+            yield orjson.loads(line)
+
+
+async def test_an_update_takes_over_the_cached_strings_so_no_copies_pile_up() -> None:
+    shape = PodShape()
+    inf = Informer(None, Resource("", "v1", "Pod", "pods", True), transform=shape.slim)  # type: ignore[arg-type]
+    inf.add_index("pg", lambda p: [p["metadata"]["annotations"].get("pod-group-name", "")])
+    first = _pod("a")
+    first["metadata"]["annotations"]["pod-group-name"] = "pg-1"
+    inf.client = _Feed([{"type": "ADDED", "object": first}])  # type: ignore[assignment]
+    await inf._watch()
+    cached = inf.get("team-a", "a")
+    assert cached is not None
+    name, uid = cached["metadata"]["name"], cached["metadata"]["uid"]
+    second = copy.deepcopy(first)
+    second["metadata"]["resourceVersion"] = "2"
+    second["metadata"]["annotations"]["pod-group-name"] = "pg-2"
+    inf.client = _Feed([{"type": "MODIFIED", "object": second}])  # type: ignore[assignment]
+    await inf._watch()
+    now = inf.get("team-a", "a")
+    assert now is not None and now["metadata"]["resourceVersion"] == "2"
+    assert now["metadata"]["name"] is name and now["metadata"]["uid"] is uid
+    (key,) = inf._store
+    assert key[1] is name
+    assert inf.by_index("pg", "pg-1") == [] and inf.by_index("pg", "pg-2") == [now] and len(inf) == 1
