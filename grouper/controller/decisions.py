@@ -56,7 +56,6 @@ def _clock() -> float:
 PodKey = tuple[str, str]
 Record = dict[str, Any]
 _SharedKey = tuple[Any, ...]
-_NAMES_PER_WORKLOAD = 1024
 _HOLE = "\x00"  # stands for the top owner's "Kind namespace/name" in shared provenance texts
 _Ref = tuple[str, str, str, str]  # apiVersion, kind, name, uid
 # texts the shared parts of every workload repeat once the workload's own name is taken out
@@ -74,19 +73,24 @@ def _ref_dict(ref: _Ref) -> dict[str, str]:
 class _Shared:
     """What the pods of a workload share of ``Decision.to_record()`` — plugin, definition, top owner,
     owner chain, provenance, notes — compact: owner references as tuples, and the provenance and notes
-    as texts with the top owner's description taken out (``label kai.scheduler/queue on \x00``), which
-    are the same for every workload of a kind and stored once (:data:`_TEXTS`). ``key`` is all of it,
-    so equal parts are found by hashing; ``refs`` counts the pod records that use it."""
+    as texts with the top owner's description taken out (``label kai.scheduler/queue on \x00``): those
+    are the same for every workload of a kind, so they (and the tuple of them) are stored once
+    (:data:`_TEXTS`). ``key`` is the workload and all of it, so equal parts are found by hashing;
+    ``refs`` counts the pod records that use it."""
 
-    __slots__ = ("key", "refs", "workload")
+    __slots__ = ("key", "refs")
 
-    def __init__(self, key: _SharedKey, workload: str) -> None:
-        self.key, self.workload, self.refs = key, workload, 0
+    def __init__(self, key: _SharedKey) -> None:
+        self.key, self.refs = key, 0
+
+    @property
+    def workload(self) -> str:
+        return str(self.key[0])
 
     @staticmethod
-    def key_of(d: Decision) -> _SharedKey:
+    def key_of(d: Decision, workload: str) -> _SharedKey:
         top = d.top_owner
-        desc = f"{top.kind} {d.pod_namespace}/{top.name}" if top is not None and top.kind and top.name else ""
+        desc = _describe(top, d.pod_namespace)
         prov = d.pod_group.provenance if d.pod_group else {}
         texts = [*prov.values(), *d.notes]
         if not desc or any(_HOLE in t for t in texts):
@@ -97,17 +101,19 @@ class _Shared:
         if top_ref is not None and chain and chain[-1] == top_ref:
             top_ref = chain[-1]  # the same tuple object
         return (
+            workload,
             d.plugin,
-            (d.definition, d.definition_origin) if d.definition else None,
+            _TEXTS((d.definition, d.definition_origin)) if d.definition else None,
             top_ref,
             chain,
-            desc,
-            tuple(x for k, v in prov.items() for x in (_TEXTS(k), hole(v))),
-            tuple(hole(n) for n in d.notes),
+            bool(desc),
+            _TEXTS(tuple(x for k, v in prov.items() for x in (_TEXTS(k), hole(v)))),
+            _TEXTS(tuple(hole(n) for n in d.notes)),
         )
 
-    def fields(self) -> Record:
-        plugin, definition, top, chain, desc, prov, notes = self.key
+    def fields(self, namespace: str) -> Record:
+        _, plugin, definition, top, chain, holes, prov, notes = self.key
+        desc = _describe(OwnerRef(*top), namespace) if holes and top is not None else ""
 
         def fill(t: str) -> str:
             return t.replace(_HOLE, desc) if desc else t
@@ -120,6 +126,34 @@ class _Shared:
             "provenance": {prov[i]: fill(prov[i + 1]) for i in range(0, len(prov), 2)},
             "notes": [fill(n) for n in notes],
         }
+
+
+_PG, _SG = "\x01", "\x02"  # stand for the pod's PodGroup and sub-group in a message template
+_NAMES = Interner(65_536)  # workload keys, PodGroup and sub-group names: the pods of a workload repeat them
+
+
+def _message_template(message: str, pod_group: str | None, sub_group: str | None) -> str | tuple[str]:
+    """``PodGroup pg-…, sub-group …`` with the pod's own PodGroup and sub-group taken out, as a 1-tuple
+    from :data:`_TEXTS` (the same few texts for every workload), or the message itself when it names
+    neither (or holds a placeholder character itself)."""
+    if not message or any(c in message for c in (_PG, _SG)):
+        return message
+    names = [(n, ph) for n, ph in ((pod_group, _PG), (sub_group, _SG)) if n and _PG not in n and _SG not in n]
+    text = message
+    for name, ph in names:
+        text = text.replace(name, ph)
+    return _TEXTS((text,)) if text != message else message
+
+
+def _message(stored: str | tuple[str], pod_group: str | None, sub_group: str | None) -> str:
+    if isinstance(stored, str):
+        return stored
+    return stored[0].replace(_PG, pod_group or "").replace(_SG, sub_group or "")
+
+
+def _describe(top: OwnerRef | None, namespace: str) -> str:
+    """How the texts name the top owner (``describe``: ``Kind namespace/name``)."""
+    return f"{top.kind} {namespace}/{top.name}" if top is not None and top.kind and top.name else ""
 
 
 class _PodRecord:
@@ -145,7 +179,8 @@ class _PodRecord:
     def __init__(self) -> None:
         self.uid = ""
         self.outcome: str | None = None
-        self.reason = self.message = ""
+        self.reason = ""
+        self.message: str | tuple[str] = ""  # a 1-tuple: a template of :func:`_message_template`
         self.pod_group: str | None = None
         self.sub_group: str | None = None
         self.shared: _Shared | None = None
@@ -174,10 +209,10 @@ class _PodRecord:
             "pod": {"namespace": namespace, "name": name, "uid": self.uid},
             "outcome": self.outcome,
             "reason": self.reason,
-            "message": self.message,
+            "message": _message(self.message, self.pod_group, self.sub_group),
             "podGroup": self.pod_group,
             "subGroup": self.sub_group,
-            **self.shared.fields(),
+            **self.shared.fields(namespace),
             "workload": self.shared.workload,
             "decidedAt": _render_time(self.decided_at),
             "lastError": self.last_error,
@@ -254,8 +289,7 @@ class DecisionStore:
         self._group_pods: dict[PodKey, Members[str]] = {}  # (namespace, PodGroup) -> pod names deciding for it
         self._failing: dict[str, set[str]] = {}  # namespace -> pods whose latest decision failed
         self._workloads: dict[str, Record] = {}
-        self._shared: dict[tuple[str, _SharedKey], _Shared] = {}  # (workload, key) -> shared part
-        self._names: dict[str, dict[str, str]] = {}  # workload -> its PodGroup / sub-group names (one string each)
+        self._shared: dict[_SharedKey, _Shared] = {}  # (workload, …) -> shared part
         self.updated = time.monotonic()
 
     # ------------------------------------------------------------------ writes (controller)
@@ -282,35 +316,27 @@ class DecisionStore:
         if shared is None:
             return
         shared.refs -= 1
-        if shared.refs <= 0 and self._shared.get((shared.workload, shared.key)) is shared:
-            del self._shared[(shared.workload, shared.key)]
+        if shared.refs <= 0 and self._shared.get(shared.key) is shared:
+            del self._shared[shared.key]
 
     def _unlink(self, namespace: str, pod_group: str, pod: str) -> None:
         discard_member(self._group_pods, (namespace, pod_group), pod)
 
     def _share(self, workload: str, d: Decision) -> _Shared:
-        key = _Shared.key_of(d)
-        shared = self._shared.get((workload, key))
+        key = _Shared.key_of(d, workload)
+        shared = self._shared.get(key)
         if shared is None:
-            shared = self._shared[(workload, key)] = _Shared(key, workload)
+            shared = self._shared[key] = _Shared(key)
         return shared
 
-    def _name(self, workload: str, value: str | None) -> str | None:
-        """One string object per workload for a PodGroup / sub-group name its pods repeat."""
-        if value is None:
-            return None
-        names = self._names.setdefault(workload, {})
-        if len(names) >= _NAMES_PER_WORKLOAD and value not in names:
-            names.clear()  # bounded: a long-lived workload whose messages keep changing
-        return names.setdefault(value, value)
-
     def record_decision(self, d: Decision, workload: str) -> None:
+        workload = _NAMES(workload)  # callers build the key's string anew for every pod
         old = self._pods.get(d.pod_namespace, {}).get(d.pod_name)
         rec = _PodRecord()
         rec.uid, rec.outcome, rec.reason = d.pod_uid, d.outcome, d.reason
-        rec.message = self._name(workload, d.message) or ""  # "PodGroup pg-…, sub-group …": repeats
-        rec.pod_group = self._name(workload, d.pod_group.name if d.pod_group else None)
-        rec.sub_group = self._name(workload, d.sub_group)
+        rec.pod_group = _NAMES(d.pod_group.name) if d.pod_group else None  # repeated by the workload's pods
+        rec.sub_group = _NAMES(d.sub_group) if d.sub_group is not None else None
+        rec.message = _message_template(d.message, rec.pod_group, rec.sub_group)
         rec.shared = self._share(workload, d)
         rec.decided_at = _clock()
         if old is not None:
@@ -347,7 +373,7 @@ class DecisionStore:
     ) -> None:
         old = self._pod_groups.get(namespace, {}).get(name)
         now = _clock()
-        rec = _PodGroupRecord(namespace, name, workload, _pack(desired), tuple(pods), tuple(notes))
+        rec = _PodGroupRecord(namespace, name, _NAMES(workload), _pack(desired), tuple(pods), tuple(notes))
         rec.last_operation = operation if operation else (old.last_operation if old else None)
         rec.write_at = now if operation in ("created", "updated") else (old.write_at if old else None)
         rec.reconciled_at = now
@@ -384,7 +410,6 @@ class DecisionStore:
 
     def forget_workload(self, workload: str) -> None:
         self._workloads.pop(workload, None)
-        self._names.pop(workload, None)
         for ns, groups in list(self._pod_groups.items()):
             for name in [n for n, v in groups.items() if v.workload == workload]:
                 self.forget_pod_group(ns, name)

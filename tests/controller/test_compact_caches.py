@@ -427,3 +427,20 @@ async def test_an_update_takes_over_the_cached_strings_so_no_copies_pile_up() ->
     (key,) = inf._store
     assert key[1] is name
     assert inf.by_index("pg", "pg-1") == [] and inf.by_index("pg", "pg-2") == [now] and len(inf) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "sub_group"),
+    [
+        ("PodGroup pg-train-job-uid, sub-group worker", "worker"),
+        ("PodGroup pg-train-job-uid, sub-group Group", "Group"),  # the sub-group inside the fixed text
+        ("PodGroup pg-train-job-uid, sub-group pg-train-job-uid-x", "pg-train-job-uid-x"),
+        ("odd \x01 text about pg-train-job-uid", "w"),  # holds a placeholder: kept as it is
+        ("", None),
+    ],
+)
+def test_messages_render_as_given_whatever_they_name(message: str, sub_group: str | None) -> None:
+    store = DecisionStore()
+    store.record_decision(_decision("a", message=message, sub_group=sub_group), "Job.batch ns/train")
+    rec = store.pod("ns", "a")
+    assert rec is not None and rec["message"] == message and rec["subGroup"] == sub_group
