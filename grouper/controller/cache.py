@@ -127,11 +127,14 @@ class _Sharing:
     checks that deciding leaves pods and owners as they were).
     """
 
-    def __init__(self, max_entries: int = 65_536) -> None:
+    def __init__(self, max_entries: int = 65_536, max_owners: int = 4096) -> None:
         self.strings = Interner(max_entries)
         self.parts: Interner = Interner(max_entries // 16)
-        self.siblings: dict[str, dict[str, Any]] = {}  # owner uid -> metadata of a pod cached with it
-        self.max_entries = max_entries
+        # owner uid -> metadata of the last pod cached with it. Small: a LIST returns an owner's pods
+        # together (sorted by name) and a controller creates them together, and an entry outlives its
+        # pod until the table starts over (a few MB at most).
+        self.siblings: dict[str, dict[str, Any]] = {}
+        self.max_owners = max_owners
 
     def string(self, value: Any) -> Any:
         return self.strings(value) if type(value) is str and len(value) <= 256 else value
@@ -172,7 +175,7 @@ class _Sharing:
                 v = self.string(v)
             out[k] = v
         if isinstance(owner, str):
-            if len(self.siblings) >= self.max_entries and owner not in self.siblings:
+            if len(self.siblings) >= self.max_owners and owner not in self.siblings:
                 self.siblings.clear()
             self.siblings[owner] = out
         return out

@@ -444,3 +444,10 @@ def test_messages_render_as_given_whatever_they_name(message: str, sub_group: st
     store.record_decision(_decision("a", message=message, sub_group=sub_group), "Job.batch ns/train")
     rec = store.pod("ns", "a")
     assert rec is not None and rec["message"] == message and rec["subGroup"] == sub_group
+
+
+def test_the_sibling_table_stays_small() -> None:
+    shape = PodShape()
+    for i in range(shape.sharing.max_owners + 50):
+        shape.slim(_pod(f"p{i}", owner_uid=f"job-{i}"))
+    assert len(shape.sharing.siblings) <= shape.sharing.max_owners
