@@ -1,21 +1,23 @@
 """What the controller decided and did, per pod, per PodGroup and per workload — for the HTTP API.
 
-Plain dicts (JSON-able) behind a small interface; bounded by the cluster: records are dropped when
-their pod or workload disappears. Errors keep their time so ``/podgroups`` can say "failing since".
+JSON-able dicts behind a small interface; bounded by the cluster: records are dropped when their pod or
+workload disappears. Errors keep their time so ``/podgroups`` can say "failing since".
 
-Built so that no read costs O(cluster) on the event loop and a cached pod costs little memory:
+Built so that no read costs O(cluster) on the event loop and a cached pod costs little memory
+(``benchmarks/bench_memory.py``):
 
 - a pod's record is stored **compactly** (:class:`_PodRecord`, a few slots): only what differs per pod
-  (outcome, reason, message, PodGroup, sub-group, times, the patch result); what the pods of a workload
-  share — plugin, definition, top owner, owner chain, provenance, notes — is one read-only dict per
-  distinct value (:class:`_Shared`, reference-counted), so the 1,000 pods of a JobSet hold its owner
-  chain once per Job, not 1,000 times. Each read renders the same dict ``Decision.to_record()`` gave;
-- records are **copy-on-write**: a write replaces a record, never mutates one a reader holds;
+  (outcome, reason, a message template, PodGroup, sub-group, times, the patch result); what the pods of
+  a workload share — plugin, definition, top owner, owner chain, provenance, notes — is stored once per
+  distinct value (:class:`_Shared`, reference-counted: the 1,000 pods of a JobSet hold its owner chain
+  once per Job), with the texts every workload of a kind repeats stored once for all. Each read
+  renders the dict ``Decision.to_record()`` gave, plus the controller's fields;
+- PodGroup records keep their desired object as JSON bytes;
+- records are **copy-on-write**: a write replaces a record, never changes one in place;
 - indexes by namespace, by PodGroup (its pods) and of failing pods answer the API's questions directly.
 
 Only the controller's event loop writes.
 """
-
 from __future__ import annotations
 
 import time
@@ -31,8 +33,20 @@ from grouper.model.podgroup import OwnerRef
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
+_RENDERED_TIMES: dict[float, str] = {}
+
+
 def _render_time(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC).strftime(_FORMAT)
+    """The timestamp as the API shows it; the pods of a reconcile share a time (:func:`_clock`), so the
+    text is cached (bounded) and a listing of 100,000 records formats a few hundred times, not 100,000."""
+    if t is None:
+        return None
+    text = _RENDERED_TIMES.get(t)
+    if text is None:
+        if len(_RENDERED_TIMES) >= 4096:
+            _RENDERED_TIMES.clear()
+        text = _RENDERED_TIMES[t] = datetime.fromtimestamp(t, UTC).strftime(_FORMAT)
+    return text
 
 
 def _now() -> str:
@@ -82,6 +96,18 @@ class _Shared:
 
     def __init__(self, key: _SharedKey) -> None:
         self.key, self.refs = key, 0
+
+    def rendered(self, namespace: str) -> Record:
+        """:meth:`fields`, from a small cache: a listing renders each workload's part once, not per pod
+        (what it returns is read-only, like every record the store hands out)."""
+        got = _RENDERED_SHARED.get(self)
+        if got is not None and got[0] == namespace:
+            return got[1]
+        if len(_RENDERED_SHARED) >= 1024:
+            _RENDERED_SHARED.clear()
+        fields = self.fields(namespace)
+        _RENDERED_SHARED[self] = (namespace, fields)
+        return fields
 
     @property
     def workload(self) -> str:
@@ -151,6 +177,9 @@ def _message(stored: str | tuple[str], pod_group: str | None, sub_group: str | N
     return stored[0].replace(_PG, pod_group or "").replace(_SG, sub_group or "")
 
 
+_RENDERED_SHARED: dict[_Shared, tuple[str, Record]] = {}
+
+
 def _describe(top: OwnerRef | None, namespace: str) -> str:
     """How the texts name the top owner (``describe``: ``Kind namespace/name``)."""
     return f"{top.kind} {namespace}/{top.name}" if top is not None and top.kind and top.name else ""
@@ -212,7 +241,7 @@ class _PodRecord:
             "message": _message(self.message, self.pod_group, self.sub_group),
             "podGroup": self.pod_group,
             "subGroup": self.sub_group,
-            **self.shared.fields(namespace),
+            **self.shared.rendered(namespace),
             "workload": self.shared.workload,
             "decidedAt": _render_time(self.decided_at),
             "lastError": self.last_error,
