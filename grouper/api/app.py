@@ -377,7 +377,7 @@ class _AuthHTTPError(StarletteHTTPException):
 def _namespaces(state: StateReader, matches: list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]) -> set[str]:
     """Namespaces a cluster-wide list would show: of the matching PodGroups and of failing pods."""
     out = {str(rec.get("namespace") or "") for rec, _, _ in matches}
-    for r in state.decision_source().pods(None):
+    for r in state.decision_source().failing_pods(None):  # indexed: not every pod record of the cluster
         if r.get("outcome") == "error":
             out.add(str((r.get("pod") or {}).get("namespace") or ""))
     return out - {""}

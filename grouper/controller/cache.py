@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import logging
 import re
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from grouper.core.lookups import by_namespace_and_name, matches_labels, named_with_prefix
+from grouper.kube.compact import Interner
 from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.informer import Informer, Spawner, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
@@ -141,12 +146,103 @@ _POD_SPEC = ("schedulerName", "priorityClassName", "nodeName", "schedulingGroup"
 _POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*"([^"]+)"\s*\])""")
 
 
+class _Sharing:
+    """Canonical copies of what cached pods repeat, so 100,000 pods do not hold 100,000 copies of it.
+
+    - strings (namespaces, label and annotation keys and values, timestamps): one object
+      per distinct value, from a bounded :class:`~grouper.kube.compact.Interner` (values that turn out
+      unique only cost a slot until it starts over);
+    - whole parts equal to the same part of the last pod cached with the same owner (its labels, its
+      annotations, its ownerReferences list: the siblings of a Deployment share all three): that
+      sibling's object itself (one entry per owner, bounded too); so is ``generateName``;
+    - ``spec`` and ``status`` as kept (scheduler, node, phase: a handful of distinct values): one dict per
+      distinct content.
+
+    Sound because cached objects are read-only by contract: every reader copies before it changes
+    anything (``labels_of`` / ``annotations_of`` return copies; ``tests/controller/test_slim_decisions.py``
+    checks that deciding leaves pods and owners as they were).
+    """
+
+    def __init__(self, max_entries: int = 65_536, max_owners: int = 4096) -> None:
+        self.strings = Interner(max_entries)
+        self.parts: Interner = Interner(max_entries // 16)
+        # owner uid -> metadata of the last pod cached with it. Small: a LIST returns an owner's pods
+        # together (sorted by name) and a controller creates them together, and an entry outlives its
+        # pod until the table starts over (a few MB at most).
+        self.siblings: dict[str, dict[str, Any]] = {}
+        self.max_owners = max_owners
+
+    def string(self, value: Any) -> Any:
+        return self.strings(value) if type(value) is str and len(value) <= 256 else value
+
+    def mapping(self, value: Any, sibling: Any) -> Any:
+        """A labels / annotations map: the sibling's when equal, else a copy with shared strings."""
+        if not isinstance(value, dict):
+            return value
+        if sibling is not None and sibling == value:
+            return sibling
+        s = self.string
+        return {s(k): s(v) for k, v in value.items()}
+
+    def part(self, value: dict[str, Any]) -> dict[str, Any]:
+        """A small dict of plain values (``spec`` / ``status`` as kept): one object per distinct content."""
+        try:
+            key = tuple(value.items())
+            hash(key)
+        except TypeError:  # a widened field holding a list or a map: kept as it is
+            return value
+        return self.parts(_Part(key, value)).value
+
+    def metadata(self, meta: dict[str, Any]) -> dict[str, Any]:
+        refs = meta.get("ownerReferences")
+        owner = refs[0].get("uid") if isinstance(refs, list) and refs and isinstance(refs[0], dict) else None
+        sibling = self.siblings.get(owner) if isinstance(owner, str) else None
+        out: dict[str, Any] = {}
+        for k in _POD_META:
+            if k not in meta:
+                continue
+            v = meta[k]
+            if k in ("labels", "annotations"):
+                v = self.mapping(v, sibling.get(k) if sibling is not None else None)
+            elif k in ("ownerReferences", "generateName"):  # the same for the siblings at most
+                if sibling is not None and sibling.get(k) == v:
+                    v = sibling[k]
+            elif k in _SHARED_META:
+                v = self.string(v)
+            out[k] = v
+        if isinstance(owner, str):
+            if len(self.siblings) >= self.max_owners and owner not in self.siblings:
+                self.siblings.clear()
+            self.siblings[owner] = out
+        return out
+
+
+class _Part:
+    """A dict keyed by its items, for :attr:`_Sharing.parts` (dicts themselves are not hashable)."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
+        self.key, self.value = key, value
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Part) and self.key == other.key
+
+
+# metadata strings that repeat among pods (per namespace, per owner, per second of creation)
+_SHARED_META = frozenset({"namespace", "creationTimestamp", "deletionTimestamp"})
+
+
 @dataclass
 class PodShape:
     """The fields a cached pod keeps. ``widen`` adds fields named by jq paths (Karta pod selectors)."""
 
     spec: set[str] = field(default_factory=lambda: set(_POD_SPEC))
     status: set[str] = field(default_factory=lambda: {"phase"})
+    sharing: _Sharing = field(default_factory=_Sharing, repr=False, compare=False)
 
     def widen(self, paths: Iterable[str]) -> bool:
         """Keep the spec/status fields these jq paths read; True when something was added."""
@@ -161,20 +257,26 @@ class PodShape:
         return added
 
     def slim(self, pod: Obj) -> Obj:
-        """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size)."""
+        """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size), and
+        what repeats among pods is shared (:class:`_Sharing`). Read-only, like every cached object."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
+        sharing = self.sharing
         out: Obj = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {k: meta[k] for k in _POD_META if k in meta},
-            "spec": {k: spec[k] for k in self.spec if k in spec} if isinstance(spec, dict) else {},
+            "metadata": sharing.metadata(meta) if isinstance(meta, dict) else {},
+            "spec": (
+                sharing.part({k: sharing.string(spec[k]) for k in sorted(self.spec) if k in spec})
+                if isinstance(spec, dict)
+                else {}
+            ),
         }
         status = pod.get("status")
         if isinstance(status, dict):
-            kept = {k: status[k] for k in self.status if k in status}
+            kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
             if kept:
-                out["status"] = kept
+                out["status"] = sharing.part(kept)
         return out
 
 
@@ -191,14 +293,72 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def slim_owner(obj: Obj) -> Obj:
     """Owners and other read objects as cached: no managedFields and no kubectl last-applied copy (a
-    second copy of the whole object, never read by grouping — the default grouper does not copy it)."""
+    second copy of the whole object, never read by grouping — the default grouper does not copy it), and
+    every pod template's ``spec`` equal to one already cached is that one (:class:`TemplateSharing`).
+
+    Nothing else is dropped: the native plugins read owners' specs (replicas, templates' annotations,
+    parallelism), RayJob/RayService status, and a Karta definition's jq may read any field of its kind
+    (the built-in catalog describes Job, JobSet and Deployment too), so only what is provably unread goes.
+    """
     obj = strip_managed_fields(obj)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         ann = meta.get("annotations")
         if isinstance(ann, dict) and LAST_APPLIED in ann:
             obj["metadata"] = {**meta, "annotations": {k: v for k, v in ann.items() if k != LAST_APPLIED}}
+    _TEMPLATES.share_in(obj)
     return obj
+
+
+class TemplateSharing:
+    """One copy of each distinct pod template ``spec`` among cached owners.
+
+    The 125 Jobs of a JobSet, the Jobs of every JobSet submitted from one manifest, a Deployment and its
+    ReplicaSets carry the same pod template spec (containers, volumes, tolerations: most of an owner's
+    size). Each template spec found in an owner (any ``template.spec`` holding ``containers``, at any
+    depth: Job, ReplicaSet, JobSet replicatedJobs, PyTorchJob replica specs, Ray groups ...) is looked up
+    by a digest of its canonical JSON and, when an equal one is cached, replaced by it (equality is
+    checked, not assumed from the digest). Bounded: the table starts over when full. Sound because
+    cached objects are read-only (tests/controller/test_slim_decisions.py).
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._table: dict[bytes, Any] = {}
+
+    def share(self, value: Any) -> Any:
+        try:
+            key = hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+        except (TypeError, orjson.JSONEncodeError):
+            return value
+        got = self._table.get(key)
+        if got is not None and got == value:
+            return got
+        if len(self._table) >= self.max_entries:
+            self._table.clear()
+        self._table[key] = value
+        return value
+
+    def share_in(self, obj: Any, depth: int = 0) -> None:
+        """Replace, in place, every pod template spec of ``obj`` (freshly decoded, not cached yet)."""
+        if depth > 12:
+            return
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k == "template" and isinstance(v, dict) and isinstance(v.get("spec"), dict):
+                    spec = v["spec"]
+                    if "containers" in spec:
+                        v["spec"] = self.share(spec)
+                        continue
+                if isinstance(v, dict | list):
+                    self.share_in(v, depth + 1)
+        elif isinstance(obj, list):
+            for v in obj:
+                if isinstance(v, dict | list):
+                    self.share_in(v, depth + 1)
+
+
+_TEMPLATES = TemplateSharing()
 
 
 def slim_podgroup(pg: Obj) -> Obj:

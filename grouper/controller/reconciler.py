@@ -558,8 +558,7 @@ class Reconciler:
 
     def _note_unchanged(self, pod: Obj) -> None:
         """Record "unchanged" once for a pod already marked (e.g. by an earlier run of the grouper)."""
-        rec = self.store.pod(o.namespace(pod), o.name(pod))
-        if rec is not None and rec.get("patched") is None:
+        if self.store.unpatched_record(o.namespace(pod), o.name(pod)):
             self.store.record_pod_patched(o.namespace(pod), o.name(pod), "unchanged")
 
     def _owner_was_deleted(self, pod: Obj, lookups: CacheLookups) -> bool:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from grouper.kube.compact import Members, add_member, discard_member, members
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import OwnerRef
@@ -22,7 +23,7 @@ from grouper.model.podgroup import OwnerRef
 NsName = tuple[str, str]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class WorkloadKey:
     namespace: str
     group: str
@@ -47,45 +48,59 @@ class WorkloadKey:
 
 
 class WorkloadIndex:
+    """The maps above, compact: most entries have one member (a workload of one pod, a uid read by one
+    workload), stored as the member itself (:mod:`grouper.kube.compact`); a workload's dependencies are
+    a tuple. Pod keys and uids are the strings of the cached pods, not copies."""
+
     def __init__(self) -> None:
-        self._pod_wl: dict[NsName, WorkloadKey] = {}
-        self._wl_pods: dict[WorkloadKey, set[NsName]] = {}
-        self._uid_wls: dict[str, set[WorkloadKey]] = {}
-        self._wl_uids: dict[WorkloadKey, set[str]] = {}
+        self._pod_wl: dict[str, dict[str, WorkloadKey]] = {}  # namespace -> pod name -> workload
+        # workload -> its pods: their names (the pod's namespace is the workload's), a key otherwise
+        self._wl_pods: dict[WorkloadKey, Members[str | NsName]] = {}
+        self._uid_wls: dict[str, Members[WorkloadKey]] = {}
+        self._wl_uids: dict[WorkloadKey, tuple[str, ...]] = {}
         self._pg_wl: dict[NsName, WorkloadKey] = {}
-        self._wl_pgs: dict[WorkloadKey, set[NsName]] = {}
+        self._wl_pgs: dict[WorkloadKey, tuple[NsName, ...]] = {}
+        # one key object per workload with pods (callers build a new equal one per event)
+        self._keys: dict[WorkloadKey, WorkloadKey] = {}
 
     # ------------------------------------------------------------------ pods
 
+    @staticmethod
+    def _member(pod: NsName, wl: WorkloadKey) -> str | NsName:
+        return pod[1] if pod[0] == wl.namespace else pod
+
     def set_pod(self, pod: NsName, wl: WorkloadKey) -> WorkloadKey | None:
         """Map ``pod`` to ``wl``; returns the previous workload when it changed."""
-        prev = self._pod_wl.get(pod)
+        ns_pods = self._pod_wl.setdefault(pod[0], {})
+        prev = ns_pods.get(pod[1])
         if prev == wl:
             return None
         if prev is not None:
             self._discard_pod(prev, pod)
-        self._pod_wl[pod] = wl
-        self._wl_pods.setdefault(wl, set()).add(pod)
+        wl = self._keys.setdefault(wl, wl)
+        ns_pods[pod[1]] = wl
+        add_member(self._wl_pods, wl, self._member(pod, wl))
         return prev
 
     def remove_pod(self, pod: NsName) -> WorkloadKey | None:
-        wl = self._pod_wl.pop(pod, None)
+        ns_pods = self._pod_wl.get(pod[0])
+        wl = ns_pods.pop(pod[1], None) if ns_pods is not None else None
+        if ns_pods is not None and not ns_pods:
+            del self._pod_wl[pod[0]]
         if wl is not None:
             self._discard_pod(wl, pod)
         return wl
 
     def _discard_pod(self, wl: WorkloadKey, pod: NsName) -> None:
-        pods = self._wl_pods.get(wl)
-        if pods is not None:
-            pods.discard(pod)
-            if not pods:
-                del self._wl_pods[wl]
+        discard_member(self._wl_pods, wl, self._member(pod, wl))
+        if wl not in self._wl_pods:
+            self._keys.pop(wl, None)
 
     def workload_of(self, pod: NsName) -> WorkloadKey | None:
-        return self._pod_wl.get(pod)
+        return self._pod_wl.get(pod[0], {}).get(pod[1])
 
     def pods_of(self, wl: WorkloadKey) -> set[NsName]:
-        return set(self._wl_pods.get(wl, ()))
+        return {(wl.namespace, m) if isinstance(m, str) else m for m in members(self._wl_pods, wl)}
 
     def workloads(self) -> list[WorkloadKey]:
         return list(set(self._wl_pods) | set(self._wl_pgs))
@@ -94,44 +109,48 @@ class WorkloadIndex:
 
     def set_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
         new = {u for u in uids if u}
-        old = self._wl_uids.get(wl, set())
+        old = set(self._wl_uids.get(wl, ()))
+        if new == old:
+            return
         for uid in old - new:
-            wls = self._uid_wls.get(uid)
-            if wls is not None:
-                wls.discard(wl)
-                if not wls:
-                    del self._uid_wls[uid]
+            discard_member(self._uid_wls, uid, wl)
+        wl = self._keys.get(wl, wl)
         for uid in new - old:
-            self._uid_wls.setdefault(uid, set()).add(wl)
+            add_member(self._uid_wls, uid, wl)
         if new:
-            self._wl_uids[wl] = new
+            self._wl_uids[wl] = tuple(new)
         else:
             self._wl_uids.pop(wl, None)
 
     def add_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
         """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes)."""
-        have = self._wl_uids.setdefault(wl, set())
-        for uid in uids:
-            if uid and uid not in have:
-                have.add(uid)
-                self._uid_wls.setdefault(uid, set()).add(wl)
+        have = self._wl_uids.get(wl, ())
+        known = set(have)
+        new = [u for u in dict.fromkeys(uids) if u and u not in known]
+        if not new:
+            return
+        wl = self._keys.get(wl, wl)
+        for uid in new:
+            add_member(self._uid_wls, uid, wl)
+        self._wl_uids[wl] = (*have, *new)
 
     def workloads_reading(self, uid: str) -> set[WorkloadKey]:
-        return set(self._uid_wls.get(uid, ()))
+        return set(members(self._uid_wls, uid))
 
     # ------------------------------------------------------------------ PodGroups
 
     def set_pod_groups(self, wl: WorkloadKey, pod_groups: Iterable[NsName]) -> set[NsName]:
         """Record the PodGroups ``wl`` wants; returns the ones it wanted before but no longer does."""
         new = set(pod_groups)
-        old = self._wl_pgs.get(wl, set())
+        old = set(self._wl_pgs.get(wl, ()))
         for pg in old - new:
             if self._pg_wl.get(pg) == wl:
                 del self._pg_wl[pg]
+        wl = self._keys.get(wl, wl)
         for pg in new:
             self._pg_wl[pg] = wl
         if new:
-            self._wl_pgs[wl] = new
+            self._wl_pgs[wl] = tuple(sorted(new))
         else:
             self._wl_pgs.pop(wl, None)
         return old - new
@@ -143,12 +162,18 @@ class WorkloadIndex:
         """Drop everything about a workload that has no pods left."""
         self.set_dependencies(wl, ())
         self.set_pod_groups(wl, ())
-        for pod in self._wl_pods.pop(wl, set()):
-            self._pod_wl.pop(pod, None)
+        for pod in self.pods_of(wl):
+            ns_pods = self._pod_wl.get(pod[0])
+            if ns_pods is not None and ns_pods.get(pod[1]) == wl:
+                del ns_pods[pod[1]]
+                if not ns_pods:
+                    del self._pod_wl[pod[0]]
+        self._wl_pods.pop(wl, None)
+        self._keys.pop(wl, None)
 
     def sizes(self) -> dict[str, int]:
         return {
-            "pods": len(self._pod_wl),
+            "pods": sum(len(v) for v in self._pod_wl.values()),
             "workloads": len(self.workloads()),
             "dependencies": len(self._uid_wls),
         }

@@ -35,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+from grouper.kube.compact import Members, add_member, discard_member, members
 from grouper.kube.discovery import Resource
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.observability.metrics import Metrics
@@ -45,6 +46,7 @@ Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]
 Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], list[str]]
+Index = dict[str, Members[tuple[str, str]]]  # value -> the key of the one object, or a set of keys
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 CONNECTION_BACKOFF_CAP = 2.0  # seconds between attempts while the API server is unreachable
@@ -63,6 +65,20 @@ def strip_managed_fields(obj: Obj) -> Obj:
     if isinstance(meta, dict) and "managedFields" in meta:
         obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
     return obj
+
+
+def _same_strings(obj: Obj, prev: Obj) -> None:
+    """A new version of a cached object takes over the name, namespace and uid strings of the cached one.
+
+    Everything keyed by them — the store, the indexes, the controller's maps and records — holds the
+    cached version's strings; without this every update would leave one more copy of each per object.
+    ``obj`` is freshly decoded (and transformed), so it is ours to change."""
+    meta, old = obj.get("metadata"), prev.get("metadata")
+    if isinstance(meta, dict) and isinstance(old, dict):
+        for k in ("name", "namespace", "uid"):
+            v = old.get(k)
+            if v is not None and meta.get(k) == v:
+                meta[k] = v
 
 
 def _rv(obj: Obj) -> str:
@@ -110,7 +126,7 @@ class Informer:
         self._store: dict[tuple[str, str], Obj] = {}
         self._by_ns: dict[str, dict[str, Obj]] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
-        self._indexes: dict[str, dict[str, set[tuple[str, str]]]] = {}
+        self._indexes: dict[str, Index] = {}
         self._rv = ""
         self._need_list = True
         self._lists = 0
@@ -136,31 +152,27 @@ class Informer:
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Maintain a secondary index (client-go's indexers): ``func(obj)`` → the values to find it by."""
         self._index_funcs[name] = func
-        idx: dict[str, set[tuple[str, str]]] = {}
+        idx: Index = {}
         for key, obj in self._store.items():
             for v in func(obj):
-                idx.setdefault(v, set()).add(key)
+                add_member(idx, v, key)
         self._indexes[name] = idx
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        keys = self._indexes.get(name, {}).get(value, ())
+        keys = members(self._indexes.get(name, {}), value)
         return [self._store[k] for k in sorted(keys) if k in self._store]
 
     def _index_remove(self, key: tuple[str, str], obj: Obj) -> None:
         for name, func in self._index_funcs.items():
             idx = self._indexes[name]
             for v in func(obj):
-                keys = idx.get(v)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del idx[v]
+                discard_member(idx, v, key)
 
     def _index_add(self, key: tuple[str, str], obj: Obj) -> None:
         for name, func in self._index_funcs.items():
             idx = self._indexes[name]
             for v in func(obj):
-                idx.setdefault(v, set()).add(key)
+                add_member(idx, v, key)
 
     def __len__(self) -> int:
         return len(self._store)
@@ -334,7 +346,12 @@ class Informer:
                 raw.setdefault("apiVersion", api_version)
                 raw.setdefault("kind", kind)
                 obj = self.transform(raw) if self.transform else raw
-                items[_key(obj)] = obj
+                key = _key(obj)
+                prev = self._store.get(key)
+                if prev is not None:
+                    _same_strings(obj, prev)
+                    key = _key(obj)
+                items[key] = obj
             meta = page.get("metadata") or {}
             cont = str(meta.get("continue") or "")
             if not cont:
@@ -354,19 +371,19 @@ class Informer:
 
     async def _build_views(
         self, items: dict[tuple[str, str], Obj]
-    ) -> tuple[dict[str, dict[str, Obj]], dict[str, dict[str, set[tuple[str, str]]]]]:
+    ) -> tuple[dict[str, dict[str, Obj]], dict[str, Index]]:
         """The per-namespace view and the secondary indexes of a LIST's objects, built aside with a yield
         to the loop every ``4 * emit_chunk`` objects (a re-list of 100,000 pods is O(n) dict work)."""
         by_ns: dict[str, dict[str, Obj]] = {}
         funcs = list(self._index_funcs.items())
-        indexes: dict[str, dict[str, set[tuple[str, str]]]] = {name: {} for name, _ in funcs}
+        indexes: dict[str, Index] = {name: {} for name, _ in funcs}
         step = 4 * self.emit_chunk
         for i, (key, obj) in enumerate(items.items()):
             by_ns.setdefault(key[0], {})[key[1]] = obj
             for name, func in funcs:
                 idx = indexes[name]
                 for v in func(obj):
-                    idx.setdefault(v, set()).add(key)
+                    add_member(idx, v, key)
             if i % step == step - 1:
                 await asyncio.sleep(0)
         return by_ns, indexes
@@ -375,7 +392,7 @@ class Informer:
         self,
         items: dict[tuple[str, str], Obj],
         by_ns: dict[str, dict[str, Obj]],
-        indexes: dict[str, dict[str, set[tuple[str, str]]]],
+        indexes: dict[str, Index],
     ) -> None:
         self._store, self._by_ns = items, by_ns
         self._indexes.update(indexes)
@@ -476,6 +493,9 @@ class Informer:
             if etype in (ADDED, MODIFIED):
                 if prev is not None:
                     self._index_remove(key, prev)
+                    _same_strings(obj, prev)
+                    key = _key(obj)
+                    del self._store[key]  # re-inserted with this key: no stale key tuple stays behind
                 self._store[key] = obj
                 self._by_ns.setdefault(key[0], {})[key[1]] = obj
                 self._index_add(key, obj)

@@ -102,3 +102,13 @@ def test_an_event_older_than_our_write_keeps_the_entry() -> None:
     assert e.current("Pod", "ns", "p", pg("p", "11")) == pg("p", "12")
     assert e.observe("Pod", "MODIFIED", pg("p", "12")) is True  # then the echo
     assert len(e) == 0
+
+
+def test_our_write_is_remembered_without_its_managed_fields_and_the_callers_object_is_left_alone() -> None:
+    e = WriteExpectations()
+    written = pg("a", "10")
+    written["metadata"]["managedFields"] = [{"manager": "kai-pod-grouper", "fieldsV1": {"f:spec": {}}}]
+    e.wrote("PodGroup", written)
+    assert e.current("PodGroup", "ns", "a", None) == pg("a", "10")
+    assert written["metadata"]["managedFields"][0]["manager"] == "kai-pod-grouper"  # the writer's copy intact
+    assert e.observe("PodGroup", "MODIFIED", pg("a", "10")) is True  # still recognised as our echo
