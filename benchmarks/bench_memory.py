@@ -56,9 +56,12 @@ from grouper.controller.cache import (  # noqa: E402
     _KindState,
 )
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
+from grouper.controller.memo import DecisionMemo  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
     POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
+    decision_dependencies,
+    memo_of,
     pod_group_names,
     podgroup_owner_uids,
 )
@@ -487,6 +490,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     gc.freeze()
     gc.disable()
 
+    memo = DecisionMemo()
+    memo_bytes = [0]
+
     def reconcile_one(wl: WorkloadKey) -> tuple[int, int, int, int]:
         """What the reconciler keeps of one workload; a function so its locals (the Decisions) die at return."""
         pods = sorted((pods_inf.get(*k) for k in index.pods_of(wl)), key=o.name)  # type: ignore[arg-type]
@@ -497,9 +503,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         a = tracemalloc.get_traced_memory()[0]
         deps: set[str] = set()
         for pod, d in decided:
-            deps.add(o.uid(pod))
-            deps.update(str(r.get("uid") or "") for r in o.owner_references(pod))
-            deps.update(ref.uid for ref in d.owner_chain)
+            deps.update(decision_dependencies(pod, d))
         index.set_dependencies(wl, deps)
         del deps
         b = tracemalloc.get_traced_memory()[0]
@@ -514,6 +518,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp")) for p, _ in decided
         }
         merged = merge_pod_groups(grouped, creation)
+        g0 = tracemalloc.get_traced_memory()[0]
+        by_name = {o.name(p): p for p, _ in decided}
+        memo.put(wl, memo_of(decided[0][1].plugin or "none", decided[0][1].top_owner, decided, merged, by_name))
+        memo_bytes[0] += tracemalloc.get_traced_memory()[0] - g0
         desired = [m.metadata.to_object() for m in merged]
         pg_lines.extend(orjson.dumps(x) for x in desired)  # for the PodGroup informer (not the store's)
         e = tracemalloc.get_traced_memory()[0]
@@ -553,6 +561,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     gc.unfreeze()
     total_pass = traced() - t0
     meter.add("WorkloadIndex: dependencies and PodGroups", deps_bytes)
+    meter.add("DecisionMemo (incremental reconciles)", memo_bytes[0])
     meter.add("DecisionStore: pod records", 0)  # filled in below, once the pass's own leftovers are freed
     meter.add("DecisionStore: PodGroup and workload records", pg_bytes)
     print(
@@ -584,7 +593,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     freed = t0 - traced()
     # the records, and what they keep of what deciding allocated (messages, provenance texts): all the
     # pass retained but the dependencies and the PodGroup / workload records
-    meter.add("DecisionStore: pod records", total_pass - deps_bytes - pg_bytes - freed)
+    meter.add("DecisionStore: pod records", total_pass - deps_bytes - pg_bytes - memo_bytes[0] - freed)
 
     total = traced() - t_base
     rss_total = rss_bytes() - rss_base

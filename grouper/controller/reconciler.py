@@ -118,7 +118,7 @@ def _pod_involved(pod: Obj) -> InvolvedObject:
     return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
 
 
-def _decision_dependencies(pod: Obj, d: Decision) -> set[str]:
+def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     """UIDs a decision depends on besides what it read: the pod's owners (also when the walk failed)."""
     deps = {str(r.get("uid") or "") for r in o.owner_references(pod)}
     deps.update(ref.uid for ref in d.owner_chain)
@@ -133,7 +133,7 @@ def _decides(memo: WorkloadMemo, member: Member, name: str) -> bool:
     return group is None or group.newest[1] == name or group.disagree
 
 
-def _memo_of(
+def memo_of(
     plugin: str,
     workload_ref: OwnerRef | None,
     mine: list[tuple[Obj, Decision]],
@@ -299,7 +299,7 @@ class Reconciler:
                 self.enqueue(actual)
                 continue
             mine.append((pod, d))
-            deps.update(_decision_dependencies(pod, d))
+            deps.update(decision_dependencies(pod, d))
         self.index.set_dependencies(wl, deps)
         plugin = next((d.plugin for _, d in mine if d.plugin), None) or "none"
         if not mine:
@@ -318,7 +318,7 @@ class Reconciler:
             placement={d.pod_name: (d.pod_group.name, d.sub_group) for d in grouped if d.pod_group is not None},
         )
         if wl.kind != "Pod" and not lookups.listed_pods:
-            self.memo.put(wl, _memo_of(plugin, workload_ref, mine, merged, pods_by_name))
+            self.memo.put(wl, memo_of(plugin, workload_ref, mine, merged, pods_by_name))
         return plan
 
     async def _plan_incremental(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | None:
@@ -353,7 +353,7 @@ class Reconciler:
             self.metrics.decisions.labels(path="incremental").inc(len(decided))
             deps = set(lookups.reads)
             for pod, d in decided:
-                deps.update(_decision_dependencies(pod, d))
+                deps.update(decision_dependencies(pod, d))
             self.index.add_dependencies(wl, deps)
         for name in gone:
             memo.members.pop(name, None)
