@@ -83,7 +83,7 @@ class Group:
         if spec != self.spec:
             self.disagree = True
         if key > self.newest:
-            self.metadata, self.spec, self.newest = md, spec, key
+            self.metadata, self.spec, self.newest = md.for_keeping(), spec, key
 
 
 @dataclass

@@ -152,7 +152,8 @@ def memo_of(
         newest = m.decisions[-1]  # merge order: creation time, then name
         assert newest.pod_group is not None
         memo.groups[m.metadata.name] = Group(
-            newest.pod_group, m.metadata.spec(), creation_key(pods[newest.pod_name]), disagree=bool(m.notes)
+            newest.pod_group.for_keeping(), m.metadata.spec(), creation_key(pods[newest.pod_name]),
+            disagree=bool(m.notes),
         )
     return memo
 
@@ -365,7 +366,9 @@ class Reconciler:
             if d.outcome == "grouped" and d.pod_group is not None:
                 group = memo.groups.get(d.pod_group.name)
                 if group is None:
-                    memo.groups[d.pod_group.name] = Group(d.pod_group, d.pod_group.spec(), creation_key(pod))
+                    memo.groups[d.pod_group.name] = Group(
+                        d.pod_group.for_keeping(), d.pod_group.spec(), creation_key(pod)
+                    )
                 else:
                     group.offer(d.pod_group, creation_key(pod))
                 memo.members[name] = Member(sig, d.pod_group.name, d.sub_group)

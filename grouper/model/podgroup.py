@@ -122,6 +122,11 @@ class PodGroupMetadata:
             warnings=list(self.warnings),
         )
 
+    def for_keeping(self) -> PodGroupMetadata:
+        """The metadata without what only explains a decision (provenance: the decision's record has it)
+        and without pod lists: what the controller keeps between reconciles to write the PodGroup again."""
+        return replace(self, provenance={}, sub_groups=[replace(sg, pods=[]) for sg in self.sub_groups])
+
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""
         for sg in self.sub_groups:
