@@ -76,6 +76,8 @@ class Group:
     spec: dict[str, Any]
     newest: tuple[str, str]
     disagree: bool = False
+    # (resourceVersion, member pods) once this view was written (or found) as it is and recorded; None: not yet
+    written: tuple[str, tuple[str, ...]] | None = None
 
     def offer(self, md: PodGroupMetadata, key: tuple[str, str]) -> None:
         """Another pod's view of this PodGroup: the newer view wins; a different spec is noted."""
@@ -84,6 +86,7 @@ class Group:
             self.disagree = True
         if key > self.newest:
             self.metadata, self.spec, self.newest = md.for_keeping(), spec, key
+            self.written = None
 
 
 @dataclass

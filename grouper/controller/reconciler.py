@@ -118,6 +118,10 @@ def _pod_involved(pod: Obj) -> InvolvedObject:
     return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
 
 
+def _rv(obj: Obj) -> str:
+    return str(o.meta(obj).get("resourceVersion") or "")
+
+
 def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     """UIDs a decision depends on besides what it read: the pod's owners (also when the walk failed)."""
     deps = {str(r.get("uid") or "") for r in o.owner_references(pod)}
@@ -163,6 +167,7 @@ class _PlannedGroup:
     metadata: PodGroupMetadata  # as it should be written, sub-groups listing their pods
     pods: list[str]
     notes: list[str]
+    kept: Group | None = None  # the memo's view of it: skips the write when nothing changed since
 
 
 @dataclass
@@ -319,7 +324,10 @@ class Reconciler:
             placement={d.pod_name: (d.pod_group.name, d.sub_group) for d in grouped if d.pod_group is not None},
         )
         if wl.kind != "Pod" and not lookups.listed_pods:
-            self.memo.put(wl, memo_of(plugin, workload_ref, mine, merged, pods_by_name))
+            memo = memo_of(plugin, workload_ref, mine, merged, pods_by_name)
+            self.memo.put(wl, memo)
+            for g in plan.groups:
+                g.kept = memo.groups.get(g.metadata.name)
         return plan
 
     async def _plan_incremental(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | None:
@@ -411,7 +419,7 @@ class Reconciler:
                 [f"pods disagree on the spec; used the view of the newest pod {wl.namespace}/{g.newest[1]}"]
                 if g.disagree else []
             )
-            groups.append(_PlannedGroup(md, members[pg], notes))
+            groups.append(_PlannedGroup(md, members[pg], notes, g))
         pods = {name: pod for name, pod in live.items() if name in memo.members or name in errors}
         return _Plan(memo.plugin, memo.workload_ref, pods, decided, groups, placement)
 
@@ -459,6 +467,11 @@ class Reconciler:
         ok_groups: set[str] = set()
         for g in plan.groups:
             md = g.metadata
+            if g.kept is not None and g.kept.written is not None:
+                now = self.writer.current(md.namespace, md.name)
+                if now is not None and g.kept.written == (_rv(now), tuple(g.pods)):
+                    ok_groups.add(md.name)  # written as decided, untouched since, same members: nothing to do
+                    continue
             with log_context(podgroup=md.name):
                 op: str | None = None
                 error: str | None = None
@@ -501,6 +514,9 @@ class Reconciler:
                 for warning in md.warnings:  # e.g. semi-preemptible with segments: written, but said
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
+            if g.kept is not None:
+                now = self.writer.current(md.namespace, md.name)
+                g.kept.written = (_rv(now), tuple(g.pods)) if now is not None and _rv(now) else None
         for ns, name in self.index.set_pod_groups(wl, [(g.metadata.namespace, g.metadata.name) for g in plan.groups]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
