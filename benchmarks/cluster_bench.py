@@ -689,6 +689,15 @@ def git_commit(path: Path) -> str:
         return "unknown"
 
 
+def git_tree(path: Path) -> str:
+    """The git tree id of the checkout's grouper/ (identical trees = identical grouper code)."""
+    try:
+        return subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD:grouper"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def grouper_checkout(command: list[str]) -> Path:
     code = "import grouper, pathlib; print(pathlib.Path(grouper.__file__).resolve().parents[1])"
     out = subprocess.run([command[0], "-c", code], capture_output=True, text=True)
@@ -719,7 +728,8 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
     load_start = os.getloadavg()[0]
     results: dict[str, Any] = {
         "label": args.label, "profile": args.profile, "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(REPO), "grouper_commit": git_commit(args.checkout),
+        "commit": git_commit(REPO), "grouper_commit": args.grouper_commit or git_commit(args.checkout),
+        "grouper_tree": git_tree(args.checkout),
         "grouper_command": args.command, "grouper_args": args.grouper_arg,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_start": load_start},
         "scenarios": [],
@@ -781,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grouper-python", metavar="PATH",
                     help="Python of another checkout to run its grouper (`PATH -m grouper.cli.main run`); "
                          "default: this checkout's .venv")
+    ap.add_argument("--grouper-commit", default="",
+                    help="commit to record for the grouper (default: the checkout's HEAD; grouper_tree is recorded too)")
     ap.add_argument("--label", default="", help="label stored in the JSON and the table (e.g. before / after)")
     ap.add_argument("--out", type=Path, help="JSON output (default benchmarks/results/cluster-<profile>.json)")
     ap.add_argument("--readme", action=argparse.BooleanOptionalAction, default=None,
