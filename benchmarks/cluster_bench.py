@@ -81,6 +81,7 @@ class Scenario:
     per_workload: int = 5
     rate: float = 0.0  # steady: pods/s
     probes: bool = False  # event-loop figures during this phase
+    restart: bool = False  # burst: then restart the grouper over the burst's grouped pods
     limits: tuple[tuple[str, ...], ...] = ()
 
     @property
@@ -96,7 +97,7 @@ def profile(name: str) -> list[Scenario]:
     steady_s = 30 if name == "quick" else 60
     out = [
         Scenario("burst-1000-small", "burst", 1000),
-        Scenario("burst-10000-small", "burst", 10000, probes=True),
+        Scenario("burst-10000-small", "burst", 10000, probes=True, restart=True),
         Scenario("burst-1000-large", "burst", 1000, per_workload=1000),
         Scenario("burst-10000-large", "burst", 10000, per_workload=1000),
     ]
@@ -105,7 +106,6 @@ def profile(name: str) -> list[Scenario]:
                 Scenario("burst-30000-large", "burst", 30000, per_workload=1000)]
     rates = (50, 100) if name == "quick" else (50, 100, 200)
     out += [Scenario(f"steady-{r}", "steady", r * steady_s, rate=r) for r in rates]
-    out.append(Scenario("restart-10000", "restart", 10000))
     if name == "full":
         out.append(Scenario("restart-100000", "restart", 100000))
     out.append(Scenario("limits-1000-small", "limits", 1000, limits=LIMITS))
@@ -113,20 +113,23 @@ def profile(name: str) -> list[Scenario]:
 
 
 def all_scenarios() -> dict[str, Scenario]:
-    return {s.name: s for s in profile("full")}
+    """Every scenario of the full profile, and restart-10000 on its own (in the profiles it follows
+    burst-10000-small, over that burst's pods)."""
+    return {s.name: s for s in [*profile("full"), Scenario("restart-10000", "restart", 10000)]}
 
 
 def estimate_seconds(scenarios: list[Scenario]) -> float:
-    """Rough, from the quick profile on a busy 2-core box: ~5 ms of wall time per pod and phase (create,
-    group, verify, delete), phases = grouper + baseline (restart: setup only; limits: 3 + 1)."""
-    total = 60.0
+    """Rough, from quick profiles on the busy 2-core box (load 4-6): per pod ~7 ms to create and group in
+    a phase and ~7 ms to delete the grouper's namespace; phases = baseline + grouper (restart: its setup;
+    limits: 1 + 3); a restart re-checks ~3 ms per cached pod."""
+    total = 30.0
     for s in scenarios:
         phases = {"restart": 1, "limits": 1 + len(s.limits)}.get(s.kind, 2)
-        total += s.pods * phases * 0.005 + 15 * phases
+        total += s.pods * (phases * 0.007 + (phases - (s.kind != "restart")) * 0.007) + 10 * phases
         if s.kind == "steady":
             total += 2 * s.pods / s.rate
-        if s.kind == "restart":
-            total += 30 + s.pods * 0.006
+        if s.kind == "restart" or s.restart:
+            total += 20 + s.pods * 0.003
     return total
 
 
@@ -245,7 +248,7 @@ class Bench:
         self.token_file.write_text(self.cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=48 * 3600))
         g = GrouperProcess(self.cluster, self.token_file, self.work, identity=f"bench-{self.generation}",
                            args=self.grouper_args(extra), command=self.args.command,
-                           env={"GROUPER_LOG_LEVEL": "warning"})
+                           env={"GROUPER_LOG_LEVEL": "warning"}, die_with_parent=True)
         self.grouper = g.start()
         return g.wait_ready(timeout=600)
 
@@ -495,11 +498,13 @@ class Bench:
                                "load_start": os.getloadavg()[0]}
         if sc.kind in ("burst", "steady"):
             res["client_limits"] = self.client_limits()
-            res["baseline"] = await self.phase(sc, "baseline")
-            res["grouper"] = await self.phase(sc, "grouper", probes=sc.probes)
+            res["baseline"] = await self.phase(sc, "baseline", keep=True)
+            res["grouper"] = await self.phase(sc, "grouper", probes=sc.probes, keep=sc.restart)
             res["ratio"] = _ratio(res["grouper"], res["baseline"])
+            if sc.restart:
+                res["restart"] = await self.restart_over(res["grouper"])
         elif sc.kind == "limits":
-            res["baseline"] = await self.phase(sc, "baseline")
+            res["baseline"] = await self.phase(sc, "baseline", keep=True)
             res["settings"] = []
             for extra in sc.limits:
                 self.stop_grouper()
@@ -514,14 +519,20 @@ class Bench:
             self.wait_leading()
         elif sc.kind == "restart":
             res["client_limits"] = self.client_limits()
-            setup = await self.phase(sc, "grouper", keep=True, tag="setup")
-            res["setup"] = setup
-            pgs, _ = await self.api.list(PGS.format(ns=setup["namespace"]))
-            self.last_restart_pgs = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
-            res.update(await self.restart(setup))
-            res["verification"] = (await self.verify_again(setup["namespace"], sc)).as_dict()
-            res["delete_s"] = round(await self.delete_namespace(setup["namespace"]), 1)
+            res["restart"] = await self.restart_over(await self.phase(sc, "grouper", keep=True, tag="setup"))
         res["load_end"] = os.getloadavg()[0]
+        return res
+
+    async def restart_over(self, setup: dict[str, Any]) -> dict[str, Any]:
+        """Restart the grouper over the kept namespace of ``setup`` (a verified grouper phase), check that
+        nothing changed, delete the namespace."""
+        ns = setup["namespace"]
+        pgs, _ = await self.api.list(PGS.format(ns=ns))
+        before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
+        res: dict[str, Any] = {"setup": setup, "pods": setup["pods"], "workloads": setup["workloads"]}
+        res.update(await self.restart(setup))
+        res["verification"] = (await self.verify_again(ns, setup["pods"], before)).as_dict()
+        res["delete_s"] = round(await self.delete_namespace(ns), 1)
         return res
 
     async def restart(self, setup: dict[str, Any]) -> dict[str, Any]:
@@ -558,24 +569,23 @@ class Bench:
             f"({out['rss_per_cached_pod_kb']} KB per cached pod)")
         return out
 
-    async def verify_again(self, ns: str, sc: Scenario) -> Verification:
-        """After the restart: the same checks, against the PodGroups the setup phase verified."""
+    async def verify_again(self, ns: str, n_pods: int, pg_versions: dict[str, str]) -> Verification:
+        """After the restart: every pod still annotated, no PodGroup changed since the setup's verification."""
         pods, _ = await self.api.list(PATHS["Pod"].format(ns=ns))
         pgs, _ = await self.api.list(PGS.format(ns=ns))
         v = Verification()
-        if len(pods) != sc.pods:
-            v.fail(f"{len(pods)} pods in {ns}, expected {sc.pods}")
+        if len(pods) != n_pods:
+            v.fail(f"{len(pods)} pods in {ns}, expected {n_pods}")
         for p in pods:
             v.pods_checked += 1
             if ANNOTATION not in (p["metadata"].get("annotations") or {}):
                 v.fail(f"pod {ns}/{p['metadata']['name']}: no {ANNOTATION} after the restart")
         v.podgroups_checked = len(pgs)
-        if self.last_restart_pgs is not None and {p["metadata"]["name"]: p["metadata"]["resourceVersion"]
-                                                  for p in pgs} != self.last_restart_pgs:
-            v.fail("PodGroups changed across the restart")
+        after = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
+        changed = sorted(n for n in set(after) | set(pg_versions) if after.get(n) != pg_versions.get(n))
+        if changed:
+            v.fail(f"{len(changed)} PodGroups created, changed or deleted across the restart: {changed[:5]}")
         return v
-
-    last_restart_pgs: dict[str, str] | None = None
 
 
 def _get(q: Any, timeout: float) -> Any:
@@ -632,6 +642,9 @@ def table(results: dict[str, Any]) -> str:
     extra: list[str] = []
     for s in results["scenarios"]:
         load = f"{s['load_start']:.1f}-{s['load_end']:.1f}"
+        if s.get("error"):
+            rows.append(f"| {s['name']} | | **FAILED: {s['error'][:80]}** | | | | | | | | | **NO** |")
+            continue
         if s["kind"] in ("burst", "steady"):
             rows.append(row(s["name"], s["pods"], s["grouper"], s["baseline"], s["client_limits"], load, s["ratio"]))
             el = s["grouper"].get("event_loop")
@@ -647,13 +660,15 @@ def table(results: dict[str, Any]) -> str:
             for r in s["settings"]:
                 rows.append(row(f"{s['name']} `{' '.join(f'{k}={v}' for k, v in r['client_limits'].items())}`",
                                 s["pods"], r, s["baseline"], r["client_limits"], load, r["ratio"]))
-        elif s["kind"] == "restart":
-            ok = "yes" if s["verification"]["ok"] and s["setup"]["verification"]["ok"] else "**NO**"
-            extra.append(f"- **{s['name']}** (over {s['pods']:,} grouped pods, {s['setup']['workloads']:,} "
-                         f"workloads): `/readyz` {_f(s['ready_s'])} s, leading {_f(s['leading_s'])} s, re-decided "
-                         f"everything {_f(s['settled_s'])} s after the start, **{s['writes_after_restart']:.0f} "
-                         f"writes** after the restart, RSS {_f(s['rss_mib'], 0)} MiB = "
-                         f"{_f(s['rss_per_cached_pod_kb'], 1)} KB per cached pod (over the idle grouper's); "
+        r = s.get("restart")
+        if r:
+            ok = "yes" if r["verification"]["ok"] and r["setup"]["verification"]["ok"] else "**NO**"
+            name = s["name"] if s["kind"] == "restart" else f"restart after {s['name']}"
+            extra.append(f"- **{name}** (over {r['pods']:,} grouped pods, {r['workloads']:,} "
+                         f"workloads): `/readyz` {_f(r['ready_s'])} s, leading {_f(r['leading_s'])} s, re-decided "
+                         f"everything {_f(r['settled_s'])} s after the start, **{r['writes_after_restart']:.0f} "
+                         f"writes** after the restart, RSS {_f(r['rss_mib'], 0)} MiB = "
+                         f"{_f(r['rss_per_cached_pod_kb'], 1)} KB per cached pod (over the idle grouper's); "
                          f"verified: {ok}; load {load}")
     return "\n".join([*rows, "", *extra])
 
@@ -736,7 +751,7 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
     }
     with workdir(args.keep) as work:
         say(f"starting the control plane (work dir {work})")
-        with LocalCluster(crds=CRDS, controllers=KCM_CONTROLLERS, quiet=True) as cluster:
+        with LocalCluster(crds=CRDS, controllers=KCM_CONTROLLERS, quiet=True, base_dir=args.base_dir) as cluster:
             say(f"control plane up in {cluster.started_in:.1f} s")
             results["cluster_started_s"] = round(cluster.started_in, 1)
             create_manifest(cluster, REPO / "deploy" / "rbac.yaml")
@@ -772,9 +787,10 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
 
 
 def _verified(s: dict[str, Any]) -> bool:
-    checks = [s.get(k, {}).get("verification", {}).get("ok", True) for k in ("grouper", "baseline", "setup")]
+    checks = [s.get(k, {}).get("verification", {}).get("ok", True) for k in ("grouper", "baseline")]
     checks += [r["verification"]["ok"] for r in s.get("settings", [])]
-    checks.append(s.get("verification", {}).get("ok", True))
+    r = s.get("restart") or {}
+    checks += [r.get("verification", {}).get("ok", True), r.get("setup", {}).get("verification", {}).get("ok", True)]
     return all(checks)
 
 
@@ -799,6 +815,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="rewrite the profile's table in benchmarks/README.md (default: on for a whole profile)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every scenario's pod count (whole workloads, at least one) by this")
+    ap.add_argument("--base-dir", default="/dev/shm" if Path("/dev/shm").is_dir() else None,
+                    help="where the control plane keeps etcd's data (default /dev/shm: the shared disk's fsync "
+                         "latency would otherwise dominate every write)")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (grouper logs, token)")
     args = ap.parse_args(argv)
 

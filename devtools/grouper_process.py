@@ -8,6 +8,8 @@ benchmark can run another checkout's grouper (``[<checkout>/.venv/bin/python, "-
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -23,6 +25,11 @@ import httpx
 GROUPER = Path(sys.executable).with_name("grouper")  # the console script of this venv
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -57,7 +64,10 @@ class GrouperProcess:
         env: dict[str, str] | None = None,
         args: Sequence[str] = (),
         command: Sequence[str] | None = None,
+        die_with_parent: bool = False,
     ) -> None:
+        """``die_with_parent``: SIGKILL the grouper when the thread that started it exits (PR_SET_PDEATHSIG),
+        for callers that start it from their main thread and may be killed (a benchmark)."""
         self.cluster = cluster
         self.token_file = token_file
         self.identity = identity
@@ -68,6 +78,7 @@ class GrouperProcess:
         self.env.pop("KUBECONFIG", None)
         self.args = tuple(args)
         self.command = tuple(command) if command else (str(GROUPER),)
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5)
 
@@ -86,7 +97,8 @@ class GrouperProcess:
     def start(self) -> GrouperProcess:
         env = {**self.env, "GROUPER_IDENTITY": self.identity}
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=_die_with_parent if self.die_with_parent else None)
         return self
 
     @property
