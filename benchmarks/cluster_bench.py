@@ -632,24 +632,26 @@ def _f(x: Any, nd: int = 2) -> str:
 def table(results: dict[str, Any]) -> str:
     rows = ["| scenario | pods | grouper / baseline | grouper s (baseline s) | after last create s | "
             "latency p50 / p90 / p99 s | grouper CPU ms/pod | RSS MiB (growth KB/pod) | requests/pod | "
-            "qps / burst | load | verified |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+            "writes (minimal) | qps / burst | load | verified |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
 
     def row(name: str, pods: int, g: dict[str, Any], b: dict[str, Any] | None, limits: dict[str, str],
             load: str, ratio: Any) -> str:
         lat = g["latency_s"]
         ok = "yes" if g["verification"]["ok"] and (b is None or b["verification"]["ok"]) else "**NO**"
         base = f" ({_f(b['total_s'])})" if b else ""
+        minimal = (b or {}).get("baseline_writes", {}).get("writes")
         return (f"| {name} | {pods:,} | {_f(ratio)}x | {_f(g['total_s'])}{base} | {_f(g['after_last_create_s'])} | "
                 f"{_f(lat['p50'])} / {_f(lat['p90'])} / {_f(lat['p99'])} | {_f(g['grouper_cpu_ms_per_pod'])} | "
                 f"{_f(g['grouper_rss_mib'], 0)} ({_f(g['grouper_rss_growth_kb_per_pod'], 1)}) | "
-                f"{_f(g['grouper_requests_per_pod'])} | {limits.get('qps')} / {limits.get('burst')} | {load} | {ok} |")
+                f"{_f(g['grouper_requests_per_pod'])} | {_f(int(g['grouper_writes']))} ({_f(minimal)}) | "
+                f"{limits.get('qps')} / {limits.get('burst')} | {load} | {ok} |")
 
     extra: list[str] = []
     for s in results["scenarios"]:
         load = f"{s['load_start']:.1f}-{s['load_end']:.1f}"
         if s.get("error"):
-            rows.append(f"| {s['name']} | | **FAILED: {s['error'][:80]}** | | | | | | | | | **NO** |")
+            rows.append(f"| {s['name']} | | **FAILED: {s['error'][:80]}** | | | | | | | | | | **NO** |")
             continue
         if s["kind"] in ("burst", "steady"):
             rows.append(row(s["name"], s["pods"], s["grouper"], s["baseline"], s["client_limits"], load, s["ratio"]))
@@ -825,9 +827,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-dir", default="/dev/shm" if Path("/dev/shm").is_dir() else None,
                     help="where the control plane keeps etcd's data (default /dev/shm: the shared disk's fsync "
                          "latency would otherwise dominate every write)")
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="only print (and with --readme write) the table of an earlier run's JSON")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (grouper logs, token)")
     args = ap.parse_args(argv)
 
+    if args.render:
+        results = json.loads(args.render.read_text())
+        text = header(results) + "\n\n" + table(results)
+        print(text)
+        if args.readme:
+            write_readme(results, text)
+        return 1 if results.get("verification_failed") else 0
     python = args.grouper_python or str(REPO / ".venv" / "bin" / "python")
     if not Path(python).exists():
         python = sys.executable
