@@ -121,15 +121,15 @@ def all_scenarios() -> dict[str, Scenario]:
 
 
 def estimate_seconds(scenarios: list[Scenario]) -> float:
-    """Rough, from quick profiles on the busy 2-core box (load 4-6): per pod ~7 ms to create and group in
-    a phase and ~7 ms to delete the grouper's namespace; phases = baseline + grouper (restart: its setup;
-    limits: 1 + 3); a restart re-checks ~3 ms per cached pod."""
+    """Rough, from the quick profile on the busy 2-core box (load 4-9): ~10 ms per pod and phase to create
+    and group (phases: baseline + grouper; limits 1 + 3; restart its setup), ~6 ms per pod to delete a
+    grouper namespace (not in the last scenario), ~3 ms per cached pod for a restart, ~10 s per phase."""
     total = 30.0
-    for s in scenarios:
+    for i, s in enumerate(scenarios):
         phases = {"restart": 1, "limits": 1 + len(s.limits)}.get(s.kind, 2)
-        total += s.pods * (phases * 0.007 + (phases - (s.kind != "restart")) * 0.007) + 10 * phases
-        if s.kind == "steady":
-            total += 2 * s.pods / s.rate
+        total += 10 * phases + (2 * s.pods / s.rate if s.kind == "steady" else s.pods * phases * 0.010)
+        if i < len(scenarios) - 1:
+            total += s.pods * (phases - (s.kind != "restart")) * 0.006
         if s.kind == "restart" or s.restart:
             total += 20 + s.pods * 0.003
     return total
