@@ -721,10 +721,14 @@ def git_tree(path: Path) -> str:
         return "unknown"
 
 
-def grouper_checkout(command: list[str]) -> Path:
+def grouper_checkout(command: list[str]) -> Path | None:
+    """The checkout whose grouper ``command`` runs (None: the grouper is not importable with it)."""
     code = "import grouper, pathlib; print(pathlib.Path(grouper.__file__).resolve().parents[1])"
-    out = subprocess.run([command[0], "-c", code], capture_output=True, text=True)
-    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else REPO
+    try:
+        out = subprocess.run([command[0], "-c", code], capture_output=True, text=True)
+    except OSError:
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
 
 
 def default_limits(command: list[str]) -> dict[str, str]:
@@ -840,10 +844,14 @@ def main(argv: list[str] | None = None) -> int:
             write_readme(results, text)
         return 1 if results.get("verification_failed") else 0
     python = args.grouper_python or str(REPO / ".venv" / "bin" / "python")
-    if not Path(python).exists():
+    if not args.grouper_python and not Path(python).exists():
         python = sys.executable
     args.command = [python, "-m", "grouper.cli.main"]
-    args.checkout = grouper_checkout(args.command)
+    checkout = grouper_checkout(args.command)
+    if checkout is None:
+        ap.error(f"--grouper-python {python}: cannot import the grouper package with it (is it a checkout's "
+                 ".venv/bin/python with the package installed?)")
+    args.checkout = checkout
     args.default_limits = default_limits(args.command)
     args.label = args.label or git_commit(args.checkout)
     if args.scenario:
