@@ -63,6 +63,7 @@ BASELINE_SCHEDULER = "bench-baseline"  # the grouper's pod informer selects spec
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{SA_NAMESPACE}/leases/kai-pod-grouper"
 PGS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 IN_FLIGHT = 32
+STALL_S = 300.0  # a phase gives up when no pod got annotated for this long after the last create
 WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
@@ -82,6 +83,7 @@ class Scenario:
     rate: float = 0.0  # steady: pods/s
     probes: bool = False  # event-loop figures during this phase
     restart: bool = False  # burst: then restart the grouper over the burst's grouped pods
+    namespaces: int = 1  # grouper phase: workloads spread round-robin over this many namespaces
     limits: tuple[tuple[str, ...], ...] = ()
 
     @property
@@ -110,7 +112,7 @@ def profile(name: str) -> list[Scenario]:
     out.append(Scenario("burst-10000-small", "burst", 10000, probes=True, restart=True))
     if name == "full":
         out += [Scenario("burst-30000-small", "burst", 30000, probes=True),
-                Scenario("restart-100000", "restart", 100000)]
+                Scenario("restart-100000", "restart", 100000, namespaces=10)]
     return out
 
 
@@ -168,6 +170,12 @@ class Verification:
             self.failures.append(msg)
         elif len(self.failures) == 50:
             self.failures.append("... (more failures not listed)")
+
+    def merge(self, other: Verification) -> None:
+        for f in other.failures:
+            self.fail(f)
+        self.pods_checked += other.pods_checked
+        self.podgroups_checked += other.podgroups_checked
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "pods_checked": self.pods_checked, "podgroups_checked": self.podgroups_checked,
@@ -335,7 +343,7 @@ class Bench:
 
     # ---------------------------------------------------------------- creating workloads
 
-    async def create(self, ns: str, workloads: list[Workload], rate: float,
+    async def create(self, place: dict[str, str], workloads: list[Workload], rate: float,
                      on_top: Callable[[Workload, str], None]) -> dict[str, float]:
         """Create every workload (top object, intermediates, pods) with IN_FLIGHT requests in flight; with a
         ``rate`` (pods/s) pod k is sent no earlier than start + k / rate. Returns pod -> send time."""
@@ -364,7 +372,7 @@ class Bench:
                 if n.is_pod and rate:
                     await asyncio.sleep(max(0.0, times[n.key] - time.monotonic()))
                 body = n.body(uids)
-                path = PATHS[n.kind].format(ns=ns)
+                path = PATHS[n.kind].format(ns=place[w.name])
                 async with sem:
                     if n.is_pod:
                         sent[body["metadata"]["name"]] = time.monotonic()
@@ -387,14 +395,23 @@ class Bench:
         grouper (``mode == "grouper"``) or by the baseline; measure and verify. Deletes the namespace
         afterwards unless ``keep``."""
         scheduler = GROUPER_SCHEDULER if mode == "grouper" else BASELINE_SCHEDULER
-        ns = await self.new_namespace(f"{sc.name}-{tag or mode}")
+        n_ns = sc.namespaces if mode == "grouper" else 1
+        names = [await self.new_namespace(f"{sc.name}-{tag or mode}" + (f"-{i}" if n_ns > 1 else ""))
+                 for i in range(n_ns)]
+        ns = names[0]
         workloads = workload_set(sc.pods, sc.per_workload, PodSpec(scheduler), "")
+        place = {w.name: names[i % n_ns] for i, w in enumerate(workloads)}
         total = sum(w.pod_count for w in workloads)
         ctx = self.mp
-        w_ready, w_stop, w_out = ctx.Event(), ctx.Event(), ctx.Queue()
-        watcher = ctx.Process(target=watcher_main, args=(self.ep, ns, total, w_ready, w_stop, w_out), daemon=True)
-        watcher.start()
-        procs = [watcher]
+        watchers = []
+        for name in names:
+            expected_here = sum(w.pod_count for w in workloads if place[w.name] == name)
+            ready, stop, out, progress = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Value("i", 0)
+            proc = ctx.Process(target=watcher_main, args=(self.ep, name, expected_here, ready, stop, out, progress),
+                               daemon=True)
+            proc.start()
+            watchers.append((proc, ready, stop, out, progress))
+        procs = [w[0] for w in watchers]
         b_inbox = b_out = b_stop = None
         if mode == "baseline":
             b_ready, b_stop, b_out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -404,8 +421,9 @@ class Bench:
             procs.append(base)
             if not b_ready.wait(60):
                 raise RuntimeError("the baseline process did not start")
-        if not w_ready.wait(60):
-            raise RuntimeError("the watcher process did not start")
+        for _, ready, *_ in watchers:
+            if not ready.wait(60):
+                raise RuntimeError("a watcher process did not start")
         p_stop = p_out = None
         if probes:
             p_stop, p_out = ctx.Event(), ctx.Queue()
@@ -413,29 +431,29 @@ class Bench:
             prober.start()
             procs.append(prober)
             await asyncio.sleep(1.0)
-        expectations: dict[str, tuple[str, str | None]] = {}
-        expected = Expectation({}, {})
+        expected = {name: Expectation({}, {}) for name in names}
 
         def on_top(w: Workload, uid: str) -> None:
             e = w.expect(uid)
-            expected.pods.update(e.pods)
-            expected.pod_groups.update(e.pod_groups)
-            expectations.update(e.pods)
+            expected[place[w.name]].pods.update(e.pods)
+            expected[place[w.name]].pod_groups.update(e.pod_groups)
             if b_inbox is not None:
                 b_inbox.send((e.pods, {n: pg.body() for n, pg in e.pod_groups.items()}))
 
         before = self.counters()
         cpu0, rss0 = self.g.cpu_seconds(), self.g.rss_bytes()
         t_start = time.monotonic()
-        sent = await self.create(ns, workloads, sc.rate, on_top)
+        sent = await self.create(place, workloads, sc.rate, on_top)
         t_created = time.monotonic()
         last_create = max(sent.values())
-        timeout = max(300.0, total * 0.1)
-        result = await asyncio.to_thread(_get, w_out, timeout)
-        if result is None:
-            w_stop.set()
-            result = await asyncio.to_thread(_get, w_out, 30) or {"annotated": {}}
-        annotated: dict[str, float] = result["annotated"]
+        stalled = await self.wait_annotated([w[4] for w in watchers], total, t_created, mode)
+        for w in watchers:
+            w[2].set()  # a watcher that already saw all its pods has put its result and ignores this
+        results = [await asyncio.to_thread(_get, w[3], 60) or {"annotated": {}, "error": "no result"}
+                   for w in watchers]
+        annotated: dict[str, float] = {}
+        for r in results:
+            annotated.update(r["annotated"])
         t_done = max(annotated.values()) if annotated else time.monotonic()
         cpu1, rss1 = self.g.cpu_seconds(), self.g.rss_bytes()
         after = self.counters()
@@ -453,17 +471,21 @@ class Bench:
             if p.is_alive():
                 p.kill()
         lat = [annotated[p] - sent[p] for p in sent if p in annotated]
-        v = await verify(self.api, ns, expected)
+        v = Verification()
+        for name in names:
+            v.merge(await verify(self.api, name, expected[name]))
         if len(annotated) < total:
-            v.fail(f"only {len(annotated)} of {total} pods were seen annotated within {timeout:.0f} s")
-        if result.get("error"):
-            v.fail(f"watcher: {result['error']}")
+            v.fail(f"only {len(annotated)} of {total} pods were seen annotated"
+                   + (f": no progress for {STALL_S:.0f} s (stalled)" if stalled else ""))
+        for r in results:
+            if r.get("error"):
+                v.fail(f"watcher: {r['error']}")
         if base_result is not None and (base_result.get("error") or base_result.get("error_count")):
             v.fail(f"baseline: {base_result.get('error') or base_result.get('errors')}")
         requests = after["requests"] - before["requests"] - (after["lease_requests"] - before["lease_requests"])
         out: dict[str, Any] = {
-            "mode": mode, "namespace": ns, "pods": total, "workloads": len(workloads),
-            "podgroups": len(expected.pod_groups),
+            "mode": mode, "namespace": ns, "namespaces": names, "pods": total, "workloads": len(workloads),
+            "podgroups": sum(len(e.pod_groups) for e in expected.values()),
             "create_s": round(t_created - t_start, 2),
             "total_s": round(t_done - t_start, 2),
             "after_last_create_s": round(t_done - last_create, 2),
@@ -491,8 +513,34 @@ class Bench:
         for f in v.failures[:10]:
             say(f"    !! {f}")
         if not keep:
-            out["delete_s"] = rounded(await self.delete_namespace(ns), 1)
+            out["delete_s"] = rounded(await self.delete_namespaces(names), 1)
         return out
+
+    async def wait_annotated(self, progress: list[Any], total: int, t_created: float, mode: str) -> bool:
+        """Until the watchers have seen ``total`` pods annotated; True when it gave up: no new annotation for
+        STALL_S seconds after the last create, or the grouper exited."""
+        last, changed = -1, time.monotonic()
+        while True:
+            seen = sum(p.value for p in progress)
+            if seen >= total:
+                return False
+            now = time.monotonic()
+            if seen != last:
+                last, changed = seen, now
+            if now - max(changed, t_created) > STALL_S:
+                say(f"  !! stalled: {seen} of {total} pods annotated, none for {STALL_S:.0f} s")
+                return True
+            if mode == "grouper" and not self.g.alive():
+                say(f"  !! the grouper exited: {seen} of {total} pods annotated")
+                return True
+            await asyncio.sleep(1.0)
+
+    async def delete_namespaces(self, names: list[str]) -> float | None:
+        t0 = time.monotonic()
+        for name in names:
+            if await self.delete_namespace(name) is None:
+                return None
+        return time.monotonic() - t0
 
     # ---------------------------------------------------------------- scenarios
 
@@ -532,13 +580,20 @@ class Bench:
     async def restart_over(self, setup: dict[str, Any]) -> dict[str, Any]:
         """Restart the grouper over the kept namespace of ``setup`` (a verified grouper phase), check that
         nothing changed, delete the namespace."""
-        ns = setup["namespace"]
-        pgs, _ = await self.api.list(PGS.format(ns=ns))
-        before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
+        names = setup["namespaces"]
+        before: dict[str, dict[str, str]] = {}
+        for ns in names:
+            pgs, _ = await self.api.list(PGS.format(ns=ns))
+            before[ns] = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
         res: dict[str, Any] = {"setup": setup, "pods": setup["pods"], "workloads": setup["workloads"]}
         res.update(await self.restart(setup))
-        res["verification"] = (await self.verify_again(ns, setup["pods"], before)).as_dict()
-        res["delete_s"] = rounded(await self.delete_namespace(ns), 1)
+        v = Verification()
+        for ns in names:
+            v.merge(await self.verify_again(ns, before[ns]))
+        if v.pods_checked != setup["pods"]:
+            v.fail(f"{v.pods_checked} pods after the restart, expected {setup['pods']}")
+        res["verification"] = v.as_dict()
+        res["delete_s"] = rounded(await self.delete_namespaces(names), 1)
         return res
 
     async def restart(self, setup: dict[str, Any]) -> dict[str, Any]:
@@ -575,13 +630,11 @@ class Bench:
             f"({out['rss_per_cached_pod_kb']} KB per cached pod)")
         return out
 
-    async def verify_again(self, ns: str, n_pods: int, pg_versions: dict[str, str]) -> Verification:
+    async def verify_again(self, ns: str, pg_versions: dict[str, str]) -> Verification:
         """After the restart: every pod still annotated, no PodGroup changed since the setup's verification."""
         pods, _ = await self.api.list(PATHS["Pod"].format(ns=ns))
         pgs, _ = await self.api.list(PGS.format(ns=ns))
         v = Verification()
-        if len(pods) != n_pods:
-            v.fail(f"{len(pods)} pods in {ns}, expected {n_pods}")
         for p in pods:
             v.pods_checked += 1
             if ANNOTATION not in (p["metadata"].get("annotations") or {}):

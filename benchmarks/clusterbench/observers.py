@@ -38,13 +38,15 @@ async def _until(stop: Event) -> None:
 # ---------------------------------------------------------------------------------------------------- watcher
 
 
-def watcher_main(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Event, out: Any) -> None:
+def watcher_main(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Event, out: Any, progress: Any) -> None:
     """Puts ``{"annotated": {pod: monotonic time first seen annotated}, "events": n}`` on ``out`` once
-    ``expected`` pods were seen annotated, or when ``stop`` is set."""
-    asyncio.run(_watcher(ep, ns, expected, ready, stop, out))
+    ``expected`` pods were seen annotated, or when ``stop`` is set; ``progress`` (a shared int) is the
+    number seen so far."""
+    asyncio.run(_watcher(ep, ns, expected, ready, stop, out, progress))
 
 
-async def _watcher(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Event, out: Any) -> None:
+async def _watcher(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Event, out: Any,
+                   progress: Any) -> None:
     api = Api(ep, connections=4)
     seen: dict[str, float] = {}
     events = 0
@@ -54,6 +56,7 @@ async def _watcher(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Eve
         for p in items:
             if ANNOTATION in (p["metadata"].get("annotations") or {}):
                 seen[p["metadata"]["name"]] = time.monotonic()
+        progress.value = len(seen)
         ready.set()
 
         async def consume() -> None:
@@ -63,8 +66,9 @@ async def _watcher(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Eve
                 if typ == "GONE":
                     raise RuntimeError("pod watch expired (410) during a phase")
                 meta = obj.get("metadata") or {}
-                if typ != "DELETED" and ANNOTATION in (meta.get("annotations") or {}):
-                    seen.setdefault(meta["name"], time.monotonic())
+                if typ != "DELETED" and ANNOTATION in (meta.get("annotations") or {}) and meta["name"] not in seen:
+                    seen[meta["name"]] = time.monotonic()
+                    progress.value = len(seen)
                     if len(seen) >= expected:
                         return
 
