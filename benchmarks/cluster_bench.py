@@ -807,7 +807,7 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
     t0 = time.monotonic()
     load_start = os.getloadavg()[0]
     results: dict[str, Any] = {
-        "label": args.label, "profile": args.profile, "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "label": args.label, "profile": args.profile if not args.scenario else "scenarios", "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git_commit(REPO), "grouper_commit": args.grouper_commit or git_commit(args.checkout),
         "grouper_tree": git_tree(args.checkout),
         "grouper_command": args.command, "grouper_args": args.grouper_arg,
@@ -923,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios) / 60:.0f} min")
 
     results = asyncio.run(run(args, scenarios))
-    out = args.out or RESULTS / f"cluster-{args.profile}.json"
+    out = args.out or RESULTS / f"cluster-{results['profile']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     text = header(results) + "\n\n" + table(results)
