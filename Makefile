@@ -12,7 +12,7 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster test lint demo bench clean distclean image helm manifests
+.PHONY: help venv cluster test lint demo bench bench-full clean distclean image helm manifests
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
@@ -23,7 +23,8 @@ help:
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make lint     - ruff + mypy"
 	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
-	@echo "make bench    - run every benchmarks/bench_*.py"
+	@echo "make bench    - quick benchmarks: benchmarks/bench_*.py --quick + the cluster benchmark's quick profile"
+	@echo "make bench-full - every benchmark in full + the cluster benchmark's full profile"
 	@echo "make clean    - remove caches of the Python tools; distclean also removes $(VENV) and .cache"
 
 venv: $(VENV_STAMP)
@@ -53,10 +54,24 @@ lint: venv
 demo: venv cluster
 	$(PY) -m devtools.demo --backend $(BACKEND)
 
+# quick: every benchmarks/bench_*.py (in its --quick mode where it has one; those results go to
+# benchmarks/results/quick/, not committed), then the cluster benchmark's quick profile (< 15 min on 2 cores)
 bench: venv cluster
-	@shopt -s nullglob; files=(benchmarks/bench_*.py); \
-	if [ $${#files[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py yet"; fi; \
-	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f"; done
+	@mkdir -p benchmarks/results/quick
+	@shopt -s nullglob; for f in benchmarks/bench_*.py; do \
+	  name=$$(basename "$$f" .py); name=$${name#bench_}; \
+	  if grep -q -- '"--quick"' "$$f"; then echo "== $$f --quick"; \
+	    $(PY) "$$f" --quick --out "benchmarks/results/quick/$$name.json"; \
+	  else echo "== $$f"; $(PY) "$$f"; fi; \
+	done
+	@echo "== benchmarks/cluster_bench.py --profile quick"
+	$(PY) benchmarks/cluster_bench.py --profile quick
+
+# every benchmark in full, then every cluster scenario (30,000-pod bursts, the restart over 100,000 pods;
+# prints its estimated duration first)
+bench-full: venv cluster
+	@shopt -s nullglob; for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) "$$f"; done
+	$(PY) benchmarks/cluster_bench.py --profile full
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis

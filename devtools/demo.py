@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from devtools.cluster import LocalCluster, install_crds
+from devtools.cluster.objects import create_manifest, create_object
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_FILE = ROOT / "examples" / "jobset-demo.yaml"
@@ -72,42 +73,8 @@ UPSTREAM_RBAC = [
     },
 ]
 
-_PLURALS = {
-    "Namespace": "namespaces",
-    "ServiceAccount": "serviceaccounts",
-    "ClusterRole": "clusterroles",
-    "ClusterRoleBinding": "clusterrolebindings",
-    "Role": "roles",
-    "RoleBinding": "rolebindings",
-    "JobSet": "jobsets",
-    "Job": "jobs",
-    "Pod": "pods",
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-}
-_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
-
-
 def say(msg: str) -> None:
     print(f"\033[1m==> {msg}\033[0m" if sys.stdout.isatty() else f"==> {msg}", flush=True)
-
-
-def collection_path(obj: dict[str, Any], namespace: str) -> str:
-    api_version, kind = obj["apiVersion"], obj["kind"]
-    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    plural = _PLURALS[kind]
-    if kind in _CLUSTER_SCOPED:
-        return f"{prefix}/{plural}"
-    return f"{prefix}/namespaces/{obj['metadata'].get('namespace') or namespace}/{plural}"
-
-
-def create(cluster: LocalCluster, obj: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
-    """Create an object; an existing one is read back (the demo is re-runnable on one cluster)."""
-    status, body = cluster.request("POST", collection_path(obj, namespace), obj)
-    if status == 409:
-        status, body = cluster.request("GET", f"{collection_path(obj, namespace)}/{obj['metadata']['name']}")
-    if status not in (200, 201):
-        raise RuntimeError(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {body}")
-    return dict(body)
 
 
 def free_port() -> int:
@@ -219,7 +186,7 @@ def submit_workload(cluster: LocalCluster, *, upstream: bool = False) -> tuple[s
             owner = created.get((ref["kind"], ref["name"]))
             if owner is not None:
                 ref["uid"] = owner["metadata"]["uid"]
-        obj = create(cluster, doc)
+        obj = create_object(cluster, doc)
         created[(obj["kind"], obj["metadata"]["name"])] = obj
         if obj["kind"] == "JobSet":
             jobset_ns, jobset_name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -302,12 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         names = install_crds(cluster, CRDS)
         say(f"installed CRDs: {', '.join(sorted(names))}")
-        for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
-            if doc:
-                create(cluster, doc)
+        create_manifest(cluster, ROOT / "deploy" / "rbac.yaml")
         if upstream:
             for doc in UPSTREAM_RBAC:
-                create(cluster, doc)
+                create_object(cluster, doc)
         token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=24 * 3600)
         assert cluster.data_dir is not None
         kubeconfig = cluster.write_kubeconfig(
@@ -372,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
             if upstream:
-                create(cluster, webhook_configuration(webhook_port, cluster.ca_file))
+                create_object(cluster, webhook_configuration(webhook_port, cluster.ca_file))
                 say(f"admission webhook registered: https://127.0.0.1:{webhook_port}/mutate-pods")
                 t0 = time.monotonic()
                 namespace, name = submit_workload(cluster, upstream=True)

@@ -1,0 +1,82 @@
+"""The cluster benchmark's expectations (``benchmarks/clusterbench/workloads.py``) agree with the real
+grouping core: every kind's objects, as the benchmark creates them, run through ``grouper plan -o json``
+(the same core and built-in catalog ``grouper run`` uses) must give exactly the PodGroups (name, owner,
+minMember, minSubGroup, sub-groups) and pod assignments the benchmark verifies the cluster against.
+The benchmark's own verification would then fail only for a real difference of the running grouper."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grouper.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from clusterbench.workloads import KINDS, PodSpec, Workload, build, workload_set  # noqa: E402
+
+NS = "bench"
+
+
+def materialize(w: Workload) -> tuple[list[dict[str, Any]], str]:
+    """The workload's objects with uids, as the API server would return them; and the top object's uid."""
+    uids: dict[str, str] = {}
+    objs = []
+    for node in w.nodes:  # nodes are listed after their dependencies
+        assert all(d in uids for d in node.deps), f"{w.name}: {node.key} listed before {node.deps}"
+        body = node.body(uids)
+        uids[node.key] = str(uuid.uuid4())
+        body["metadata"] = {**body["metadata"], "namespace": NS, "uid": uids[node.key],
+                            "creationTimestamp": "2026-12-01T12:00:00Z", "resourceVersion": "1"}
+        objs.append(body)
+    return objs, uids["top"]
+
+
+def plan(capsys: pytest.CaptureFixture[str], tmp_path: Path, objs: list[dict[str, Any]]) -> dict[str, Any]:
+    f = tmp_path / "objs.yaml"
+    f.write_text(yaml.safe_dump_all(objs))
+    capsys.readouterr()
+    rc = main(["plan", "-f", str(f), "-o", "json"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return dict(json.loads(out))
+
+
+@pytest.mark.parametrize("pods", [5, 40], ids=["small", "large"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_expectation_matches_the_grouping_core(kind: str, pods: int, capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    w = build(kind, PodSpec("kai-scheduler"), f"w-{kind.lower()}", pods)
+    objs, top_uid = materialize(w)
+    expected = w.expect(top_uid)
+    got = plan(capsys, tmp_path, objs)
+    assert not got["errors"], got["errors"]
+    assert {p["name"]: (p["podGroup"], p["subGroup"]) for p in got["pods"]} == expected.pods
+    pgs = {pg["metadata"]["name"]: pg for pg in got["podGroups"]}
+    assert set(pgs) == set(expected.pod_groups)
+    for name, exp in expected.pod_groups.items():
+        spec = pgs[name]["spec"]
+        assert (spec.get("minMember"), spec.get("minSubGroup")) == (exp.min_member, exp.min_sub_group), name
+        have = sorted((s["name"], s.get("parent"), s.get("minMember"), s.get("minSubGroup"))
+                      for s in spec.get("subGroups") or [])
+        assert have == sorted(exp.sub_groups), name
+        assert pgs[name]["metadata"]["ownerReferences"][0]["uid"] == exp.owner["uid"] == top_uid
+
+
+def test_shapes_mix_kinds_and_count_pods() -> None:
+    small = workload_set(1000, 5, PodSpec("x"), "")
+    assert len(small) == 200 and sum(w.pod_count for w in small) == 1000
+    assert [w.kind for w in small[:7]] == list(KINDS)
+    large = workload_set(10000, 1000, PodSpec("x"), "")
+    assert [w.pod_count for w in large] == [1000] * 10
+    jobset = large[0]
+    assert sum(1 for n in jobset.nodes if n.kind == "Job") == 125  # 125 Jobs x 8 pods
+    with pytest.raises(ValueError, match="multiple"):
+        workload_set(1001, 5, PodSpec("x"), "")
