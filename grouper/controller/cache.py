@@ -553,9 +553,18 @@ class ClusterCache:
         return name
 
 
+ABSENT_PREFIX = "absent:"
+RETRY_PREFIX = "retry:"
+
+
 def absent_key(gvk: GVK, namespace: str | None, name: str) -> str:
     """Dependency key of an object that was looked up but does not exist (yet): its arrival re-evaluates."""
-    return f"absent:{gvk.group}/{gvk.kind}/{namespace or ''}/{name}"
+    return f"{ABSENT_PREFIX}{gvk.group}/{gvk.kind}/{namespace or ''}/{name}"
+
+
+def retry_key(key: str) -> str:
+    """The same, for a lookup of a decision that failed: the arrival re-queues, nothing else changes."""
+    return RETRY_PREFIX + key
 
 
 def absent_key_of(obj: Obj) -> str:

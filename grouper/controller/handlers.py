@@ -30,6 +30,7 @@ from grouper.controller.cache import (
     absent_key_of,
     named_key,
     podgroup_name_prefixes,
+    retry_key,
 )
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.memo import DecisionMemo
@@ -234,10 +235,17 @@ class EventHandlers:
             for wl in self.index.workloads_reading(o.uid(obj)):
                 self.changed(wl)
             if etype == ADDED:  # workloads that looked for it before it existed (a PriorityClass, a Job, ...)
-                for wl in self.index.workloads_reading(absent_key_of(obj)):
-                    self.changed(wl)
+                self.arrived(absent_key_of(obj))
 
         return handler
+
+    def arrived(self, key: str) -> None:
+        """An object some decisions looked for appeared: a decision that used its absence is redone with
+        all its workload's pods; one that failed for it (an owner not cached yet) is retried alone."""
+        for wl in self.index.workloads_reading(key):
+            self.changed(wl)
+        for wl in self.index.workloads_reading(retry_key(key)):
+            self.queue.add(wl)
 
     def changed(self, wl: WorkloadKey) -> None:
         """Something ``wl``'s decisions read changed: decide all its pods again (not only new ones)."""
@@ -255,8 +263,7 @@ class EventHandlers:
         for wl in self.index.workloads_reading(o.uid(pg)):
             self.changed(wl)
         if etype == ADDED:
-            for wl in self.index.workloads_reading(absent_key_of(pg)):
-                self.changed(wl)
+            self.arrived(absent_key_of(pg))
             for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
                 ns, _, base = prefix.partition("/")
                 for wl in self.index.workloads_reading(named_key(ns, base)):

@@ -66,6 +66,7 @@ class Member(NamedTuple):
     signature: int
     pod_group: str | None
     sub_group: str | None
+    version: str = ""  # the pod's resourceVersion when the signature was taken: unchanged pod, no hashing
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from grouper.controller.cache import POD, PODGROUP, CacheLookups, ClusterCache
+from grouper.controller.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
 from grouper.controller.decisions import DecisionStore
 from grouper.controller.memo import (
     DecisionMemo,
@@ -150,7 +150,7 @@ def memo_of(
             continue
         grouped = d.outcome == "grouped" and d.pod_group is not None
         memo.members[d.pod_name] = Member(
-            decision_signature(pod), d.pod_group.name if grouped and d.pod_group else None, d.sub_group
+            decision_signature(pod), d.pod_group.name if grouped and d.pod_group else None, d.sub_group, _rv(pod)
         )
     for m in merged:
         newest = m.decisions[-1]  # merge order: creation time, then name
@@ -240,19 +240,35 @@ class Reconciler:
         return sorted(live, key=o.name), terminal
 
     async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
-        lookups = self.cache.lookups()
+        """Decide each pod; the returned lookups hold what all the decisions read together."""
+        seen = self.cache.lookups()
         if self._sandboxed(wl):
             # A cluster Karta runs in a worker process that may take up to its query timeout on a
             # hostile definition: wait for it off the event loop so no other workload, watch or probe
             # stalls. Cache reads from the thread are plain dict lookups, safe under the GIL.
-            decided = await asyncio.to_thread(lambda: [(pod, self.grouper.decide(pod, lookups)) for pod in pods])
-            return decided, lookups
+            decided = await asyncio.to_thread(lambda: [(pod, self._decide_one(pod, seen)) for pod in pods])
+            return decided, seen
         out = []
         for i, pod in enumerate(pods):
-            out.append((pod, self.grouper.decide(pod, lookups)))
+            out.append((pod, self._decide_one(pod, seen)))
             if i % 64 == 63:
                 await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
-        return out, lookups
+        return out, seen
+
+    def _decide_one(self, pod: Obj, seen: CacheLookups) -> Decision:
+        """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
+        find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
+        re-queues the workload without discarding the decisions its other pods already have."""
+        lookups = self.cache.lookups()
+        d = self.grouper.decide(pod, lookups)
+        seen.misses |= lookups.misses
+        seen.refused |= lookups.refused
+        seen.listed_pods = seen.listed_pods or lookups.listed_pods
+        if d.outcome == "error":
+            seen.reads.update(retry_key(r) if r.startswith(ABSENT_PREFIX) else r for r in lookups.reads)
+        else:
+            seen.reads |= lookups.reads
+        return d
 
     def _sandboxed(self, wl: WorkloadKey) -> bool:
         """Whether the workload's kind is described by a cluster Karta (evaluated in the sandbox)."""
@@ -341,9 +357,13 @@ class Reconciler:
         gone = [name for name in memo.members if name not in live]
         fresh: list[tuple[Obj, int]] = []
         for name, pod in live.items():
-            sig = decision_signature(pod)
             member = memo.members.get(name)
+            version = _rv(pod)
+            if member is not None and member.version == version:
+                continue  # the very object decided last time
+            sig = decision_signature(pod)
             if member is not None and member.signature == sig:
+                memo.members[name] = member._replace(version=version)  # e.g. our own patch: no change
                 continue
             if member is not None and member.pod_group is not None and _decides(memo, member, name):
                 return self._fall_back(wl)
@@ -379,9 +399,9 @@ class Reconciler:
                     )
                 else:
                     group.offer(d.pod_group, creation_key(pod))
-                memo.members[name] = Member(sig, d.pod_group.name, d.sub_group)
+                memo.members[name] = Member(sig, d.pod_group.name, d.sub_group, _rv(pod))
             else:
-                memo.members[name] = Member(sig, None, None)
+                memo.members[name] = Member(sig, None, None, _rv(pod))
             if d.plugin:
                 memo.plugin = d.plugin
             if d.top_owner is not None:
