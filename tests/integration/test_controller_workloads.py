@@ -10,11 +10,9 @@ namespace with ``--namespace-label-selector``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from controller.harness import (
     ANNOTATION,
@@ -25,7 +23,6 @@ from controller.harness import (
     deployment,
     job,
     jobset,
-    label_namespace,
     pod_groups,
     pods,
 )
@@ -33,17 +30,6 @@ from kube import Kube, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def scoped(kube: Kube, namespace: str) -> str:
-    label_namespace(kube, namespace)
-    return namespace
-
-
-@pytest.fixture
-def grouper(cluster: Any, scoped: str) -> Iterator[GrouperThread]:
-    with GrouperThread(cluster, scoped) as g:
-        yield g
 
 
 def test_batch_job_gets_one_podgroup_and_annotated_pods(

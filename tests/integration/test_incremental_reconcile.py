@@ -8,17 +8,14 @@ that kind runs here), so nothing else touches the pods and the counts are exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from controller.harness import (
     ANNOTATION,
     SUBGROUP,
     GrouperThread,
     annotated,
     job_pod_spec,
-    label_namespace,
     pod_groups,
 )
 from kube import Kube, wait_until
@@ -26,17 +23,6 @@ from kube import Kube, wait_until
 PYTORCH = "/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
 SELECTOR = "training.kubeflow.org/job-name=train"
 
-
-@pytest.fixture
-def scoped(kube: Kube, namespace: str) -> str:
-    label_namespace(kube, namespace)
-    return namespace
-
-
-@pytest.fixture
-def grouper(cluster: Any, scoped: str) -> Iterator[GrouperThread]:
-    with GrouperThread(cluster, scoped) as g:
-        yield g
 
 
 def decisions(g: GrouperThread, path: str) -> float:

@@ -4,10 +4,8 @@ prefix of PodGroup names, not by listing the namespace."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from controller.harness import (
     ANNOTATION,
     PG_PATH,
@@ -15,24 +13,11 @@ from controller.harness import (
     annotated,
     child_jobs,
     jobset,
-    label_namespace,
     pod_groups,
 )
 from kube import Kube, wait_until
 
 from grouper.controller.cache import podgroup_name_prefixes
-
-
-@pytest.fixture
-def scoped(kube: Kube, namespace: str) -> str:
-    label_namespace(kube, namespace)
-    return namespace
-
-
-@pytest.fixture
-def grouper(cluster: Any, scoped: str) -> Iterator[GrouperThread]:
-    with GrouperThread(cluster, scoped) as g:
-        yield g
 
 
 def flat_podgroup(name: str, js: dict[str, Any]) -> dict[str, Any]:
