@@ -487,11 +487,9 @@ class Reconciler:
         ok_groups: set[str] = set()
         for g in plan.groups:
             md = g.metadata
-            if g.kept is not None and g.kept.written is not None:
-                now = self.writer.current(md.namespace, md.name)
-                if now is not None and g.kept.written == (_rv(now), tuple(g.pods)):
-                    ok_groups.add(md.name)  # written as decided, untouched since, same members: nothing to do
-                    continue
+            if g.kept is not None and g.kept.written is not None and g.kept.written == self._stored(g):
+                ok_groups.add(md.name)  # written as decided, untouched since, same members: nothing to do
+                continue
             with log_context(podgroup=md.name):
                 op: str | None = None
                 error: str | None = None
@@ -535,8 +533,7 @@ class Reconciler:
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
             if g.kept is not None:
-                now = self.writer.current(md.namespace, md.name)
-                g.kept.written = (_rv(now), tuple(g.pods)) if now is not None and _rv(now) else None
+                g.kept.written = self._stored(g)
         for ns, name in self.index.set_pod_groups(wl, [(g.metadata.namespace, g.metadata.name) for g in plan.groups]):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
@@ -594,6 +591,12 @@ class Reconciler:
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
         return result
+
+    def _stored(self, g: _PlannedGroup) -> tuple[str, tuple[str, ...]] | None:
+        """(resourceVersion of the PodGroup as it is now, its planned members); None when it is not stored."""
+        now = self.writer.current(g.metadata.namespace, g.metadata.name)
+        rv = _rv(now) if now is not None else ""
+        return (rv, tuple(g.pods)) if rv else None
 
     def _note_unchanged(self, pod: Obj) -> None:
         """Record "unchanged" once for a pod already marked (e.g. by an earlier run of the grouper)."""
