@@ -702,10 +702,10 @@ def table(results: dict[str, Any]) -> str:
 
     extra: list[str] = []
     for s in results["scenarios"]:
-        load = f"{s['load_start']:.1f}-{s['load_end']:.1f}"
-        if s.get("error"):
+        if s.get("error"):  # a failed scenario has only its name, kind and error
             rows.append(f"| {s['name']} | | **FAILED: {s['error'][:80]}** | | | | | | | | | | **NO** |")
             continue
+        load = f"{s['load_start']:.1f}-{s['load_end']:.1f}"
         if s["kind"] in ("burst", "steady"):
             rows.append(row(s["name"], s["pods"], s["grouper"], s["baseline"], s["client_limits"], load, s["ratio"]))
             el = s["grouper"].get("event_loop")

@@ -176,6 +176,9 @@ class Controller:
             enqueue=self.queue.add,
             deleted=self.deleted,
             memo=self.memo,
+            # as many pod patches in flight as PodGroup writes can be: a 1,000-pod workload is one
+            # reconcile, and its patches are most of a burst's writes
+            pod_patch_concurrency=settings.max_concurrent_reconciles,
         )
         self.handlers = EventHandlers(
             cache=self.cache,
@@ -190,9 +193,9 @@ class Controller:
             batch_window=settings.batch_window,
         )
         # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions, leadership) may
-        # change any decision of the workloads it names
+        # change any decision of the workloads it names; in the background lane, behind new pods
         self.resync = Resyncer(
-            self.index, self.handlers.changed, reroute=self._reroute, debounce=settings.resync_debounce
+            self.index, self.handlers.recheck, reroute=self._reroute, debounce=settings.resync_debounce
         )
         self.karta_sync: KartaSync | None = None
         if definitions is not None:

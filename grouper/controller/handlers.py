@@ -42,7 +42,7 @@ from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import PODGROUP_KIND
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_KIND
 from grouper.observability.metrics import Metrics
 from grouper.writer.expectations import WriteExpectations
 
@@ -76,6 +76,11 @@ def pod_signature(pod: Obj) -> tuple[Any, ...]:
         bool(m.get("deletionTimestamp")),
         is_terminal(pod),
     )
+
+
+def _grouped_before(pod: Obj) -> bool:
+    """The pod already names its PodGroup (a grouper put it there before this process saw it)."""
+    return bool((o.meta(pod).get("annotations") or {}).get(POD_GROUP_ANNOTATION))
 
 
 class EventHandlers:
@@ -145,7 +150,10 @@ class EventHandlers:
         prev = self.index.set_pod(key, wl)
         if prev is not None:
             self.queue.add(prev)
-        if new and self.batch_window > 0:  # (the earliest pending time wins: a queued key stays queued)
+        if new and _grouped_before(pod):
+            # listed after a restart or a re-list, already in a PodGroup: a re-check, behind new work
+            self.queue.add(wl, background=True)
+        elif new and self.batch_window > 0:  # (the earliest pending time wins: a queued key stays queued)
             self.queue.add_after(wl, self.batch_window)
         else:
             self.queue.add(wl)
@@ -247,10 +255,14 @@ class EventHandlers:
         for wl in self.index.workloads_reading(retry_key(key)):
             self.queue.add(wl)
 
-    def changed(self, wl: WorkloadKey) -> None:
-        """Something ``wl``'s decisions read changed: decide all its pods again (not only new ones)."""
+    def changed(self, wl: WorkloadKey, *, background: bool = False) -> None:
+        """Something ``wl``'s decisions read changed: decide all its pods again (not only new ones).
+        ``background``: a re-check of everything (a resync), queued behind new work."""
         self.memo.invalidate(wl)
-        self.queue.add(wl)
+        self.queue.add(wl, background=background)
+
+    def recheck(self, wl: WorkloadKey) -> None:
+        self.changed(wl, background=True)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         if self.expectations.observe(PODGROUP_KIND, etype, pg):

@@ -6,6 +6,9 @@
 - **Per-key exponential back-off** for failures (:meth:`add_rate_limited`): ``base * 2**n`` capped at
   ``max_delay`` (1 s … 60 s like upstream's podgrouper), reset by :meth:`forget` after a success.
 - **Delayed adds** keep only the earliest pending time per key.
+- **A background lane** (``add(key, background=True)``): re-checks of workloads already grouped (after a
+  restart, a periodic resync) wait behind everything else, so a new workload is not queued behind 20,000
+  re-checks; adding a background key normally moves it to the front lane.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class WorkQueue(Generic[K]):
         self.base_delay, self.max_delay = base_delay, max_delay
         self.metrics = metrics
         self._queue: collections.deque[K] = collections.deque()
+        self._background: collections.deque[K] = collections.deque()  # may hold keys moved to _queue since
+        self._in_background: set[K] = set()  # the keys of _background still waiting there
         self._dirty: set[K] = set()  # waiting to be processed (in _queue, or re-queued after processing)
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -41,8 +46,13 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ adding
 
-    def add(self, key: K) -> None:
-        if self._shutdown or key in self._dirty:
+    def add(self, key: K, *, background: bool = False) -> None:
+        if self._shutdown:
+            return
+        if key in self._dirty:
+            if not background and key in self._in_background:  # promoted: new work for it arrived
+                self._in_background.discard(key)
+                self._queue.append(key)
             return
         pending = self._delayed.pop(key, None)
         if pending is not None:
@@ -50,7 +60,11 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if key in self._processing:
             return  # re-queued by done()
-        self._queue.append(key)
+        if background:
+            self._background.append(key)
+            self._in_background.add(key)
+        else:
+            self._queue.append(key)
         self._gauge()
         self._wake()
 
@@ -93,7 +107,7 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         """Wait for a key and mark it processing. Raises :class:`ShutDown` once the queue is shut down."""
-        while not self._queue:
+        while not self._queue and not self._in_background:
             if self._shutdown:
                 raise ShutDown()
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -101,17 +115,24 @@ class WorkQueue(Generic[K]):
             try:
                 await fut
             except asyncio.CancelledError:
-                if fut.done() and not fut.cancelled() and self._queue:
+                if fut.done() and not fut.cancelled() and len(self):
                     self._wake()  # we were woken for a key but will not take it: pass it on
                 raise
             finally:
                 if fut in self._waiters:
                     self._waiters.remove(fut)
-        key = self._queue.popleft()
+        key = self._queue.popleft() if self._queue else self._pop_background()
         self._dirty.discard(key)
         self._processing.add(key)
         self._gauge()
         return key
+
+    def _pop_background(self) -> K:
+        while True:
+            key = self._background.popleft()
+            if key in self._in_background:  # else it moved to the front lane (and was handed out there)
+                self._in_background.discard(key)
+                return key
 
     def done(self, key: K) -> None:
         """Processing of ``key`` finished; if it was added meanwhile, it goes back in the queue."""
@@ -135,7 +156,7 @@ class WorkQueue(Generic[K]):
     # ------------------------------------------------------------------ introspection
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._in_background)
 
     def __contains__(self, key: object) -> bool:
         return key in self._dirty or key in self._delayed
@@ -150,7 +171,7 @@ class WorkQueue(Generic[K]):
 
     def _gauge(self) -> None:
         if self.metrics is not None:
-            self.metrics.workqueue_depth.set(len(self._queue))
+            self.metrics.workqueue_depth.set(len(self))
 
     def _wake(self) -> None:
         while self._waiters:

@@ -311,17 +311,20 @@ class KubeClient:
             self.last_success = time.monotonic()
             if on_open is not None:
                 on_open()
-            buf = b""
+            pending: list[bytes] = []  # the start of a line not yet complete (a large object spans chunks)
             try:
                 async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    while True:
-                        nl = buf.find(b"\n")
-                        if nl < 0:
-                            break
-                        line, buf = buf[:nl], buf[nl + 1 :]
+                    if b"\n" not in chunk:
+                        pending.append(chunk)
+                        continue
+                    # one split per chunk: a chunk carries many events during a burst, and slicing the
+                    # remainder off after each line would copy it once per line
+                    pending.append(chunk)
+                    lines = b"".join(pending).split(b"\n")
+                    pending = [lines.pop()]
+                    self.last_success = time.monotonic()
+                    for line in lines:
                         if line.strip():
-                            self.last_success = time.monotonic()
                             yield orjson.loads(line)
             except orjson.JSONDecodeError as e:
                 raise ApiError(

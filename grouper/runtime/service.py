@@ -173,7 +173,8 @@ class Service:
             self.supervisor.spawn("leader-election", self.leader.run)
         else:
             self.controller.start_workers()
-        log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect})
+        log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect,
+                                           "event_loop": type(asyncio.get_running_loop()).__module__})
 
     async def _start_webhook(self) -> None:
         assert self.controller is not None

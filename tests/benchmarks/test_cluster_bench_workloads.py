@@ -80,3 +80,21 @@ def test_shapes_mix_kinds_and_count_pods() -> None:
     assert sum(1 for n in jobset.nodes if n.kind == "Job") == 125  # 125 Jobs x 8 pods
     with pytest.raises(ValueError, match="multiple"):
         workload_set(1001, 5, PodSpec("x"), "")
+
+
+def test_report_renders_a_failed_scenario_next_to_a_measured_one() -> None:
+    """A scenario that raised has only its name, kind and error; the table still renders (and says NO)."""
+    import cluster_bench
+
+    fig = {"total_s": 2.0, "after_last_create_s": 0.5, "latency_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3},
+           "grouper_cpu_ms_per_pod": 1.0, "grouper_rss_mib": 80.0, "grouper_rss_growth_kb_per_pod": 2.0,
+           "grouper_requests_per_pod": 1.2, "grouper_writes": 1200.0, "verification": {"ok": True}}
+    results = {"scenarios": [
+        {"name": "restart-100000", "kind": "restart", "error": "AssertionError('/metrics: None')"},
+        {"name": "burst-1000-small", "kind": "burst", "pods": 1000, "load_start": 1.0, "load_end": 2.0,
+         "client_limits": {"qps": "0", "burst": "0"}, "ratio": 1.1, "grouper": fig,
+         "baseline": {**fig, "baseline_writes": {"writes": 1200}}},
+    ]}
+    text = cluster_bench.table(results)
+    assert "| restart-100000 | | **FAILED: AssertionError('/metrics: None')** |" in text
+    assert "| burst-1000-small | 1,000 | 1.10x |" in text

@@ -143,3 +143,42 @@ async def test_depth_gauge_follows_the_queue() -> None:
     assert m.value("podgrouper_workqueue_depth") == 2
     await q.get()
     assert m.value("podgrouper_workqueue_depth") == 1
+
+
+async def test_background_keys_wait_behind_new_work_and_are_promoted_by_it() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for k in ("r1", "r2", "r3"):
+        q.add(k, background=True)  # re-checks after a restart
+    q.add("new")
+    q.add("r2")  # new work for a workload already waiting in the background: it moves to the front
+    q.add("r3", background=True)  # a second re-check changes nothing
+    assert len(q) == 4
+    assert [await q.get() for _ in range(4)] == ["new", "r2", "r1", "r3"]
+    assert len(q) == 0
+    for k in ("new", "r2", "r1", "r3"):
+        q.done(k)
+    assert len(q) == 0, "a promoted key is handed out once, not again from its old place"
+
+
+async def test_background_key_added_while_processing_comes_back_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a", background=True)
+    assert await q.get() == "a"
+    q.add("a", background=True)
+    q.done("a")
+    assert len(q) == 1
+    assert await q.get() == "a"
+    q.done("a")
+    q.add("b", background=True)
+    q.add("b")
+    assert await q.get() == "b"
+    q.done("b")
+    assert len(q) == 0
+
+
+async def test_a_blocked_getter_wakes_for_a_background_key() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    q.add("x", background=True)
+    assert await asyncio.wait_for(getter, 1) == "x"

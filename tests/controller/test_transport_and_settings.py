@@ -216,3 +216,18 @@ def test_grouper_run_without_cluster_config_exits_2(
         == 2
     )
     assert "missing-kubeconfig" in capsys.readouterr().err
+
+
+def test_event_loop_flag_picks_uvloop_unless_told_otherwise() -> None:
+    import uvloop
+
+    from grouper.cli.commands.run import loop_factory
+
+    assert loop_factory("auto") is uvloop.new_event_loop
+    assert loop_factory("uvloop") is uvloop.new_event_loop
+    assert loop_factory("asyncio") is None  # asyncio.Runner's default: the standard library's loop
+    p = argparse.ArgumentParser()
+    add_flags(p, environ={"GROUPER_EVENT_LOOP": "asyncio"})
+    assert p.parse_args([]).event_loop == "asyncio"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--event-loop", "tokio"])

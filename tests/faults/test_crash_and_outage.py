@@ -4,6 +4,7 @@ server: resourceVersions and the audit log); readiness is false during the outag
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,14 @@ def _all_grouped(kube: Kube, ns: str, count: int) -> list[dict[str, Any]] | None
     return ps
 
 
+def _event_loop(g: GrouperProcess) -> str | None:
+    """The event loop's module, from the grouper's "grouper running" log line."""
+    for line in g.log_path.read_text().splitlines():
+        if '"grouper running"' in line:
+            return str(json.loads(line).get("event_loop"))
+    return None
+
+
 def test_sigkill_in_a_2000_pod_burst(
     fault_cluster: Any, fkube: Kube, ns: str, token_file: Path, tmp_path: Path, audit: Audit
 ) -> None:
@@ -32,6 +41,7 @@ def test_sigkill_in_a_2000_pod_burst(
     all_pods = [p for j in jobs for p in pods_of(j)]
     first = GrouperProcess(fault_cluster, token_file, tmp_path, identity="first").start()
     first.wait_ready()
+    assert _event_loop(first) == "uvloop", "grouper run uses uvloop by default"
     creator = threading.Thread(target=create_pods, args=(fkube, ns, all_pods), daemon=True)
     t0 = time.monotonic()
     creator.start()
@@ -68,8 +78,10 @@ def test_sigkill_in_a_2000_pod_burst(
         # and one more restart over the converged state writes nothing at all
         rvs = resource_versions(fkube, ns)
     n_audit = len(audit.writes(namespace=ns))
-    with GrouperProcess(fault_cluster, token_file, tmp_path, identity="third") as third:
+    # the standard library's loop (--event-loop=asyncio) converges to the same objects, writing nothing
+    with GrouperProcess(fault_cluster, token_file, tmp_path, identity="third", args=["--event-loop=asyncio"]) as third:
         third.wait_ready()
+        assert _event_loop(third) == "asyncio"
         wait_until(lambda: third.metric("podgrouper_reconciles_total") >= JOBS, 120, what="every workload checked")
         time.sleep(1.0)
         assert resource_versions(fkube, ns) == rvs, "a restart over correct objects writes nothing"

@@ -78,6 +78,31 @@ def test_restart_writes_nothing_to_correct_objects(cluster: Any, kube: Kube, nam
     assert {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pods(kube, ns)} == before_pods
 
 
+def test_after_a_restart_a_new_workload_goes_before_the_re_checks(cluster: Any, kube: Kube, namespace: str) -> None:
+    """A restarted grouper re-checks every grouped workload in the background lane: a workload whose pods
+    are not grouped yet is decided first, not after all of them (one worker, so the order is the queue's)."""
+    ns = namespace
+    label_namespace(kube, ns)
+    old = [f"old-{i:02d}" for i in range(40)]
+    with GrouperThread(cluster, ns):
+        for name in old:
+            kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job(name))
+        wait_until(lambda: annotated(kube, ns, len(old)), 90, what="the 40 Jobs' pods grouped")
+    kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("fresh"))
+    wait_until(lambda: len(pods(kube, ns)) == len(old) + 1, 60, what="the new Job's pod created")
+
+    with GrouperThread(cluster, ns, max_concurrent_reconciles=1) as g:
+        wait_until(lambda: annotated(kube, ns, len(old) + 1), 60, what="the new Job's pod grouped")
+        g.wait_idle(settle=0.5)
+        assert g.controller is not None
+        decided = {r["pod"]["name"].rsplit("-", 1)[0]: r["decidedAt"] for r in g.controller.store.pods(ns)}
+        writes = g.writes(("pods",))
+    assert set(decided) == {*old, "fresh"}
+    later = [n for n in old if decided[n] > decided["fresh"]]
+    assert len(later) >= len(old) - 5, f"the new Job was decided after {len(old) - len(later)} re-checks"
+    assert writes == 1, "only the new pod is patched"
+
+
 def _compact_etcd(cluster: Any) -> int:
     """Compact etcd at its current revision (what etcd does every 5 minutes in a real cluster)."""
     base = f"http://127.0.0.1:{cluster.ports['etcd']}/v3/kv"

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from grouper.kube.config import KubeConfigError
@@ -31,13 +32,27 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=handle)
 
 
+def loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``grouper run`` uses: uvloop unless asked for asyncio's (or uvloop is missing)."""
+    if kind == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if kind == "uvloop":
+            raise SystemExit("grouper run: --event-loop=uvloop, but uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
+
+
 def handle(args: argparse.Namespace) -> int:
     settings = RunSettings.from_args(args)
     setup_logging(settings.log_level, settings.log_format)
     from grouper.runtime.service import Service
 
     try:
-        return asyncio.run(Service(settings).run())
+        with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
+            return runner.run(Service(settings).run())
     except KubeConfigError as e:
         print(f"grouper run: {e}", file=sys.stderr)
         return 2
