@@ -40,7 +40,7 @@ from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper, cached_kinds
-from grouper.runtime.heap import HeapKeeper
+from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.settings import RunSettings, kinds_of
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
@@ -109,6 +109,7 @@ class Service:
 
     async def start(self) -> None:
         s = self.settings
+        tune_collector()  # before the first LIST: its decoding must not run full collections
         await self._start_http()
         cfg = self.config or cluster_config(s)
         log.info("connecting to %s (%s)", cfg.server, cfg.source)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from grouper.runtime.heap import HeapKeeper
+from grouper.runtime.heap import FULL_COLLECTION_THRESHOLD, HeapKeeper, tune_collector
 
 
 @pytest.fixture(autouse=True)
@@ -32,3 +32,33 @@ def test_freezes_when_idle_after_enough_work() -> None:
     assert gc.get_freeze_count() >= len(burst)
     assert keeper.freezes == 1
     assert not keeper.maybe_freeze(10), "no new work since the last freeze"
+
+
+def _full_collections_while_caching(n: int) -> int:
+    """Full collections the collector runs while ``n`` small objects are built and kept (a LIST decoded
+    into the cache)."""
+    full = [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full[0] += 1
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        kept = [{"metadata": {"name": f"p{i}", "labels": {"a": str(i)}}, "spec": [i]} for i in range(n)]
+    finally:
+        gc.callbacks.remove(count)
+    assert len(kept) == n
+    return full[0]
+
+
+def test_tuned_collector_runs_no_full_collection_while_a_cache_fills() -> None:
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # the interpreter's defaults
+        assert _full_collections_while_caching(200_000) >= 3, "the defaults walk the growing cache again and again"
+        assert tune_collector() == (700, 10, FULL_COLLECTION_THRESHOLD)
+        assert _full_collections_while_caching(200_000) == 0
+    finally:
+        gc.set_threshold(*saved)
