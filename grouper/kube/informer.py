@@ -327,36 +327,49 @@ class Informer:
     async def _list(self) -> None:
         """Paginated LIST; replaces the cache and emits the differences as events."""
         items: dict[tuple[str, str], Obj] = {}
-        cont = ""
         path = self.resource.path(self.namespace)
-        while True:
-            try:
-                page = await self.client.get(
-                    path, {**self._params(), "limit": self.page_size, "continue": cont}
-                )
-            except ApiError as e:
-                if e.gone and cont:  # continue token expired: start over, unpaginated consistency is lost
-                    items.clear()
-                    cont = ""
-                    continue
-                raise
-            kind = str(page.get("kind") or "").removesuffix("List") or self.resource.kind
-            api_version = str(page.get("apiVersion") or self.resource.api_version)
-            for raw in page.get("items") or []:
-                raw.setdefault("apiVersion", api_version)
-                raw.setdefault("kind", kind)
-                obj = self.transform(raw) if self.transform else raw
-                key = _key(obj)
-                prev = self._store.get(key)
-                if prev is not None:
-                    _same_strings(obj, prev)
+
+        def fetch(cont: str) -> asyncio.Future[Any]:
+            params = {**self._params(), "limit": self.page_size, "continue": cont}
+            return asyncio.ensure_future(self.client.get(path, params))
+
+        cont = ""
+        pending = fetch(cont)
+        try:
+            while True:
+                try:
+                    page = await pending
+                except ApiError as e:
+                    if e.gone and cont:  # continue token expired: start over, unpaginated consistency is lost
+                        items.clear()
+                        cont = ""
+                        pending = fetch(cont)
+                        continue
+                    raise
+                meta = page.get("metadata") or {}
+                cont = str(meta.get("continue") or "")
+                if cont:  # the next page is served while this one is decoded into the cache
+                    pending = fetch(cont)
+                    await asyncio.sleep(0)  # let the request go out before the decoding holds the loop
+                kind = str(page.get("kind") or "").removesuffix("List") or self.resource.kind
+                api_version = str(page.get("apiVersion") or self.resource.api_version)
+                for raw in page.get("items") or []:
+                    raw.setdefault("apiVersion", api_version)
+                    raw.setdefault("kind", kind)
+                    obj = self.transform(raw) if self.transform else raw
                     key = _key(obj)
-                items[key] = obj
-            meta = page.get("metadata") or {}
-            cont = str(meta.get("continue") or "")
-            if not cont:
-                rv = str(meta.get("resourceVersion") or "")
-                break
+                    prev = self._store.get(key)
+                    if prev is not None:
+                        _same_strings(obj, prev)
+                        key = _key(obj)
+                    items[key] = obj
+                if not cont:
+                    rv = str(meta.get("resourceVersion") or "")
+                    break
+        finally:
+            if not pending.done():  # cancelled, or a page could not be processed: no request left behind
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
         self._lists += 1
         if self._lists > 1 and self.metrics is not None:
             self.metrics.relists.labels(resource=self.resource.plural).inc()
