@@ -299,6 +299,16 @@ class Bench:
                 writes += parse_metric(text, "podgrouper_api_requests_total", verb=verb, resource=res)
         out["writes"] = writes
         out["events"] = parse_metric(text, "podgrouper_api_requests_total", resource="events")
+        # what the writes were: PodGroup operations, pod patch results, and the answers other than 2xx
+        for op in ("created", "updated", "unchanged"):
+            out[f"podgroups_{op}"] = parse_metric(text, "podgrouper_podgroups_written_total", operation=op)
+        for res in ("patched", "unchanged", "gone", "error"):
+            out[f"pod_patches_{res}"] = parse_metric(text, "podgrouper_pod_patches_total", result=res)
+        for line in text.splitlines():
+            m = re.match(r'podgrouper_api_requests_total\{code="([^"]+)",resource="(pods|podgroups)",'
+                         r'verb="(create|update|patch)"\} (\S+)', line)
+            if m and not m.group(1).startswith("2"):
+                out[f"answer_{m.group(1)}_{m.group(3)}_{m.group(2)}"] = float(m.group(4))
         return out
 
     def client_limits(self, extra: tuple[str, ...] = ()) -> dict[str, str]:
@@ -471,6 +481,10 @@ class Bench:
             if p.is_alive():
                 p.kill()
         lat = [annotated[p] - sent[p] for p in sent if p in annotated]
+        by_kind: dict[str, list[float]] = {}
+        for p in sent:  # pod names start with the kind's abbreviation (workloads.py, _ABBREV)
+            if p in annotated:
+                by_kind.setdefault(p.split("-", 1)[0], []).append(annotated[p] - sent[p])
         v = Verification()
         for name in names:
             v.merge(await verify(self.api, name, expected[name]))
@@ -491,6 +505,8 @@ class Bench:
             "after_last_create_s": round(t_done - last_create, 2),
             "latency_s": {"p50": rounded(pct(lat, 50)), "p90": rounded(pct(lat, 90)), "p99": rounded(pct(lat, 99)),
                           "max": rounded(max(lat) if lat else None)},
+            "latency_by_kind_s": {k: {"pods": len(v), "p50": rounded(pct(v, 50)), "p99": rounded(pct(v, 99)),
+                                      "max": rounded(max(v))} for k, v in sorted(by_kind.items())},
             "grouper_cpu_s": round(cpu1 - cpu0, 2),
             "grouper_cpu_ms_per_pod": round((cpu1 - cpu0) * 1000 / total, 2),
             "grouper_rss_mib": round(rss1 / 2**20, 1),
@@ -498,6 +514,9 @@ class Bench:
             "grouper_requests": requests,
             "grouper_requests_per_pod": round(requests / total, 3),
             "grouper_writes": after["writes"] - before["writes"],
+            "grouper_write_breakdown": {k: after[k] - before.get(k, 0.0) for k in sorted(after)
+                                        if k.startswith(("podgroups_", "pod_patches_", "answer_"))
+                                        and after[k] - before.get(k, 0.0)},
             "grouper_decision_errors": after["decision_errors"] - before["decision_errors"],
             "verification": v.as_dict(),
         }

@@ -143,9 +143,19 @@ class GrouperProcess:
         return parse_metric(self.metrics_text(), name, **labels)
 
     def cpu_seconds(self) -> float:
-        """user + system CPU time of the process so far (``/proc/<pid>/stat`` utime + stime)."""
+        """user + system CPU time of the process so far, its child processes included (the jq sandbox
+        workers that evaluate Karta definitions): ``/proc/<pid>/stat`` utime + stime + cutime + cstime
+        (children that exited) plus utime + stime of each live child."""
         fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        ticks = sum(int(f) for f in fields[11:15])
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                child = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            if child[1] == str(self.pid):
+                ticks += int(child[11]) + int(child[12])
+        return ticks / _CLOCK_TICKS
 
     def rss_bytes(self) -> int:
         return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * _PAGE
