@@ -224,7 +224,9 @@ class EventHandlers:
         for ns, name in self._parked.pop(gvk, set()):
             pod = pods_inf.get(ns, name) if pods_inf is not None else None
             if pod is not None:
-                self.route_pod(pod)
+                # first routed now: after a restart these are the listed pods, already grouped ones
+                # are re-checks for the background lane
+                self.route_pod(pod, new=True)
 
     # ------------------------------------------------------------------ everything else
 
@@ -286,7 +288,7 @@ class EventHandlers:
             return
         pods = self.cache.informer(POD)
         for pod in pods.list(o.name(ns)) if pods is not None else ():
-            self.route_pod(pod)
+            self.route_pod(pod, new=True)  # new to this grouper
 
 
 __all__ = ["EventHandlers", "pod_signature", "strip_volatile"]
