@@ -302,11 +302,12 @@ class Bench:
         # what the writes were: PodGroup operations, pod patch results, and the answers other than 2xx
         for op in ("created", "updated", "unchanged"):
             out[f"podgroups_{op}"] = parse_metric(text, "podgrouper_podgroups_written_total", operation=op)
+        out["podgroups_deleted"] = parse_metric(text, "podgrouper_podgroups_deleted_total")
         for res in ("patched", "unchanged", "gone", "error"):
             out[f"pod_patches_{res}"] = parse_metric(text, "podgrouper_pod_patches_total", result=res)
         for line in text.splitlines():
             m = re.match(r'podgrouper_api_requests_total\{code="([^"]+)",resource="(pods|podgroups)",'
-                         r'verb="(create|update|patch)"\} (\S+)', line)
+                         r'verb="(create|update|patch|delete)"\} (\S+)', line)
             if m and not m.group(1).startswith("2"):
                 out[f"answer_{m.group(1)}_{m.group(3)}_{m.group(2)}"] = float(m.group(4))
         return out

@@ -91,7 +91,9 @@ def test_after_a_restart_a_new_workload_goes_before_the_re_checks(cluster: Any, 
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("fresh"))
     wait_until(lambda: len(pods(kube, ns)) == len(old) + 1, 60, what="the new Job's pod created")
 
-    with GrouperThread(cluster, ns, max_concurrent_reconciles=1) as g:
+    # one worker, no batch window: re-checking a 1-pod Job takes well under a millisecond, so a 20 ms
+    # window would let all 40 go first whatever the order of the queue
+    with GrouperThread(cluster, ns, max_concurrent_reconciles=1, batch_window_seconds=0.0) as g:
         wait_until(lambda: annotated(kube, ns, len(old) + 1), 60, what="the new Job's pod grouped")
         g.wait_idle(settle=0.5)
         assert g.controller is not None
