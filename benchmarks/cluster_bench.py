@@ -303,6 +303,8 @@ class Bench:
         for op in ("created", "updated", "unchanged"):
             out[f"podgroups_{op}"] = parse_metric(text, "podgrouper_podgroups_written_total", operation=op)
         out["podgroups_deleted"] = parse_metric(text, "podgrouper_podgroups_deleted_total")
+        for res in ("ok", "requeue", "later", "error", "failed"):  # reconciles by result ("later": waiting for a cache)
+            out[f"reconciles_{res}"] = parse_metric(text, "podgrouper_reconciles_total", result=res)
         for res in ("patched", "unchanged", "gone", "error"):
             out[f"pod_patches_{res}"] = parse_metric(text, "podgrouper_pod_patches_total", result=res)
         for line in text.splitlines():
@@ -516,7 +518,7 @@ class Bench:
             "grouper_requests_per_pod": round(requests / total, 3),
             "grouper_writes": after["writes"] - before["writes"],
             "grouper_write_breakdown": {k: after[k] - before.get(k, 0.0) for k in sorted(after)
-                                        if k.startswith(("podgroups_", "pod_patches_", "answer_"))
+                                        if k.startswith(("podgroups_", "pod_patches_", "answer_", "reconciles_"))
                                         and after[k] - before.get(k, 0.0)},
             "grouper_decision_errors": after["decision_errors"] - before["decision_errors"],
             "verification": v.as_dict(),
@@ -838,6 +840,33 @@ def default_limits(command: list[str]) -> dict[str, str]:
     return out
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Request
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: ""
+        resources: [pods]
+      - group: scheduling.run.ai
+        resources: [podgroups]
+  - level: None
+"""
+
+
+def audit_args(path: str | None, work: Path) -> tuple[str, ...]:
+    """API server flags for ``--audit-log``: every write to pods and PodGroups, with its body (who wrote
+    what, to explain a write count above the minimal)."""
+    if not path:
+        return ()
+    policy = work / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    return (f"--audit-policy-file={policy}", f"--audit-log-path={path}", "--audit-log-format=json",
+            "--audit-log-mode=batch")
+
+
 @contextlib.contextmanager
 def workdir(keep: bool) -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
@@ -859,7 +888,8 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
     }
     with workdir(args.keep) as work:
         say(f"starting the control plane (work dir {work})")
-        with LocalCluster(crds=CRDS, controllers=KCM_CONTROLLERS, quiet=True, base_dir=args.base_dir) as cluster:
+        with LocalCluster(crds=CRDS, controllers=KCM_CONTROLLERS, quiet=True, base_dir=args.base_dir,
+                          apiserver_args=audit_args(args.audit_log, work)) as cluster:
             say(f"control plane up in {cluster.started_in:.1f} s")
             results["cluster_started_s"] = round(cluster.started_in, 1)
             create_manifest(cluster, REPO / "deploy" / "rbac.yaml")
@@ -930,6 +960,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="only print (and with --readme write) the table of an earlier run's JSON")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (grouper logs, token)")
+    ap.add_argument("--audit-log", metavar="PATH",
+                    help="the API server's audit log of every pod and PodGroup write, with its body")
     args = ap.parse_args(argv)
 
     if args.render:

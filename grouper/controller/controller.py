@@ -155,6 +155,7 @@ class Controller:
                 slim=self.cache.pod_shape.slim,
                 can_write=self.can_write,
                 metrics=metrics,
+                cached=self._cached_pod,
             ),
             events=self.recorder,
             upstream=(
@@ -378,6 +379,10 @@ class Controller:
 
     def _cached_pod_group(self, namespace: str, name: str) -> Obj | None:
         inf = self.cache.informer(PODGROUP)
+        return inf.get(namespace, name) if inf is not None else None
+
+    def _cached_pod(self, namespace: str, name: str) -> Obj | None:
+        inf = self.cache.informer(POD)
         return inf.get(namespace, name) if inf is not None else None
 
     def _spawn(self, coro: Any) -> None:

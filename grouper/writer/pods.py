@@ -69,21 +69,31 @@ class PodPatcher:
         slim: Callable[[Obj], Obj] = lambda pod: pod,
         can_write: Callable[[], bool] = lambda: True,
         metrics: Metrics | None = None,
+        cached: Callable[[str, str], Obj | None] = lambda namespace, name: None,
     ) -> None:
+        """``cached``: the pod as the cache holds it now (namespace, name)."""
         self.client = client
         self.expectations = expectations
         self.slim = slim
         self.can_write = can_write
         self.metrics = metrics
+        self.cached = cached
+
+    def current(self, pod: Obj) -> Obj:
+        """The pod as it is now: our own patch the cache has not shown yet, else the cache's object.
+        Never only the caller's copy: that one may be older than a reconcile's await, and once the echo
+        of our patch has reached the cache (clearing the expectation), an old copy would be patched again."""
+        ns, name = o.namespace(pod), o.name(pod)
+        latest = self.cached(ns, name) or pod
+        return self.expectations.current("Pod", ns, name, latest) or latest
 
     def needed(self, pod: Obj, pod_group: str, sub_group: str | None) -> bool:
         """Whether :meth:`ensure` would write (counting our own patches the cache has not shown yet)."""
-        current = self.expectations.current("Pod", o.namespace(pod), o.name(pod), pod) or pod
-        return pod_patch(current, pod_group, sub_group) is not None
+        return pod_patch(self.current(pod), pod_group, sub_group) is not None
 
     async def ensure(self, pod: Obj, pod_group: str, sub_group: str | None) -> PatchResult:
         """Patch when needed. Raises ``ApiError`` (not 404) or ``NotLeader``."""
-        current = self.expectations.current("Pod", o.namespace(pod), o.name(pod), pod) or pod
+        current = self.current(pod)
         patch = pod_patch(current, pod_group, sub_group)
         if patch is None:
             self._count("unchanged")
