@@ -81,7 +81,7 @@ def test_sigkill_in_a_2000_pod_burst(
     # the standard library's loop (--event-loop=asyncio) converges to the same objects, writing nothing
     with GrouperProcess(fault_cluster, token_file, tmp_path, identity="third", args=["--event-loop=asyncio"]) as third:
         third.wait_ready()
-        assert _event_loop(third) == "asyncio"
+        assert str(_event_loop(third)).startswith("asyncio")  # asyncio.unix_events
         wait_until(lambda: third.metric("podgrouper_reconciles_total") >= JOBS, 120, what="every workload checked")
         time.sleep(1.0)
         assert resource_versions(fkube, ns) == rvs, "a restart over correct objects writes nothing"
