@@ -5,6 +5,7 @@ Lease renewals for as long as it takes to run them all."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import cast
 
 from grouper.controller.queue import WorkQueue
@@ -43,7 +44,7 @@ async def test_workers_give_the_loop_back_between_reconciles() -> None:
     await asyncio.wait_for(other, 10)
     await pool.stop()
     assert rec.done == 2000
-    gaps = [b - a for a, b in zip(seen, seen[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(seen)]
     assert len(seen) > 100 and max(gaps) <= 8, f"reconciles between two turns of another task: max {max(gaps)}"
 
 
