@@ -47,6 +47,8 @@ from clusterbench.workloads import (  # noqa: E402
 )
 
 from devtools.cluster import LocalCluster  # noqa: E402
+from devtools.cluster.audit import audit_args as cluster_audit_args  # noqa: E402
+from devtools.cluster.audit import write_audit_policy  # noqa: E402
 from devtools.cluster.objects import create_manifest  # noqa: E402
 from devtools.grouper_process import GrouperProcess, parse_metric  # noqa: E402
 
@@ -840,31 +842,12 @@ def default_limits(command: list[str]) -> dict[str, str]:
     return out
 
 
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Request
-    verbs: [create, update, patch, delete]
-    resources:
-      - group: ""
-        resources: [pods]
-      - group: scheduling.run.ai
-        resources: [podgroups]
-  - level: None
-"""
-
-
 def audit_args(path: str | None, work: Path) -> tuple[str, ...]:
     """API server flags for ``--audit-log``: every write to pods and PodGroups, with its body (who wrote
     what, to explain a write count above the minimal)."""
     if not path:
         return ()
-    policy = work / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    return (f"--audit-policy-file={policy}", f"--audit-log-path={path}", "--audit-log-format=json",
-            "--audit-log-mode=batch")
+    return cluster_audit_args(write_audit_policy(work / "audit-policy.yaml", level="Request"), path, mode="batch")
 
 
 @contextlib.contextmanager

@@ -15,23 +15,10 @@ import pytest
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
+from devtools.cluster.audit import audit_args, write_audit_policy
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    verbs: [create, update, patch, delete]
-    resources:
-      - group: ""
-        resources: [pods]
-      - group: scheduling.run.ai
-        resources: [podgroups]
-  - level: None
-"""
 
 
 class Audit:
@@ -61,11 +48,8 @@ class Audit:
 @pytest.fixture(scope="module")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     d = tmp_path_factory.mktemp("audit")
-    policy = d / "policy.yaml"
-    policy.write_text(AUDIT_POLICY)
     log = d / "audit.log"
-    args = [f"--audit-policy-file={policy}", f"--audit-log-path={log}", "--audit-log-format=json",
-            "--audit-log-mode=blocking"]
+    args = audit_args(write_audit_policy(d / "policy.yaml"), log)
     with LocalCluster(crds=CRD_DIRS, apiserver_args=args) as c:
         c.audit_log = log  # type: ignore[attr-defined]
         print(f"\n[devcluster] fault cluster up in {c.started_in:.1f}s at {c.server}", file=sys.stderr)
