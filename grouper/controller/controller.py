@@ -378,11 +378,13 @@ class Controller:
             yield None
 
     def _cached_pod_group(self, namespace: str, name: str) -> Obj | None:
-        inf = self.cache.informer(PODGROUP)
-        return inf.get(namespace, name) if inf is not None else None
+        return self._cached(PODGROUP, namespace, name)
 
     def _cached_pod(self, namespace: str, name: str) -> Obj | None:
-        inf = self.cache.informer(POD)
+        return self._cached(POD, namespace, name)
+
+    def _cached(self, gvk: GVK, namespace: str, name: str) -> Obj | None:
+        inf = self.cache.informer(gvk)
         return inf.get(namespace, name) if inf is not None else None
 
     def _spawn(self, coro: Any) -> None:

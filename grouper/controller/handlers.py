@@ -80,7 +80,7 @@ def pod_signature(pod: Obj) -> tuple[Any, ...]:
 
 def _grouped_before(pod: Obj) -> bool:
     """The pod already names its PodGroup (a grouper put it there before this process saw it)."""
-    return bool((o.meta(pod).get("annotations") or {}).get(POD_GROUP_ANNOTATION))
+    return bool(o.annotations(pod).get(POD_GROUP_ANNOTATION))
 
 
 class EventHandlers:

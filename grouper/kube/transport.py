@@ -314,12 +314,11 @@ class KubeClient:
             pending: list[bytes] = []  # the start of a line not yet complete (a large object spans chunks)
             try:
                 async for chunk in resp.content.iter_any():
+                    pending.append(chunk)
                     if b"\n" not in chunk:
-                        pending.append(chunk)
                         continue
                     # one split per chunk: a chunk carries many events during a burst, and slicing the
                     # remainder off after each line would copy it once per line
-                    pending.append(chunk)
                     lines = b"".join(pending).split(b"\n")
                     pending = [lines.pop()]
                     self.last_success = time.monotonic()

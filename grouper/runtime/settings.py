@@ -244,7 +244,7 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     ),
     "event-loop": (
         parse_event_loop,
-        "asyncio event loop: uvloop (libuv; roughly halves the CPU the HTTP client and the watches cost), "
+        "asyncio event loop: uvloop (libuv: its I/O and TLS transport run in C), "
         "asyncio (the standard library's), auto = uvloop when installed",
     ),
     "identity": (
