@@ -58,6 +58,7 @@ YOUNG_POD_SECONDS = 10.0
 AWAIT_CACHE_SECONDS = 1.0
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_PODGROUP_INDEX = "pod-group"
+PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
 
 
 def podgroup_owner_uids(pg: Obj) -> list[str]:
@@ -243,11 +244,19 @@ class Reconciler:
         """Decide each pod; the returned lookups hold what all the decisions read together."""
         seen = self.cache.lookups()
         if self._sandboxed(wl):
-            # A cluster Karta runs in a worker process that may take up to its query timeout on a
-            # hostile definition: wait for it off the event loop so no other workload, watch or probe
-            # stalls. Cache reads from the thread are plain dict lookups, safe under the GIL.
-            decided = await asyncio.to_thread(lambda: [(pod, self._decide_one(pod, seen)) for pod in pods])
-            return decided, seen
+            # A Karta's jq runs in a worker process and may take up to its query timeout (a hostile
+            # cluster definition, a slow one from --definitions): wait for it off the event loop so no
+            # other workload, watch or probe stalls. Cache reads from the thread are plain dict lookups,
+            # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run.
+            def decide_all() -> list[tuple[Obj, Decision]]:
+                out: list[tuple[Obj, Decision]] = []
+                for i in range(0, len(pods), PREFETCH_CHUNK):
+                    chunk = pods[i : i + PREFETCH_CHUNK]
+                    self.grouper.prefetch(chunk, self.cache.lookups())
+                    out.extend((pod, self._decide_one(pod, seen)) for pod in chunk)
+                return out
+
+            return await asyncio.to_thread(decide_all), seen
         out = []
         for i, pod in enumerate(pods):
             out.append((pod, self._decide_one(pod, seen)))
@@ -271,11 +280,8 @@ class Reconciler:
         return d
 
     def _sandboxed(self, wl: WorkloadKey) -> bool:
-        """Whether the workload's kind is described by a cluster Karta (evaluated in the sandbox)."""
-        reg = self.grouper.definitions
-        if reg is None or not self.grouper.config.generic_karta_fallback:
-            return False
-        return (wl.group, wl.kind) in reg.cluster_kinds()
+        """Whether a Karta definition decides the workload's kind (its jq is evaluated in the sandbox)."""
+        return (wl.group, wl.kind) in self.grouper.hub.karta_kinds()
 
     async def _ensure_kinds(self, kinds: set[GVK]) -> bool:
         """Start informers for kinds grouping asked for; True when every one reached a final state."""

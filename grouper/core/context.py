@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from grouper.core.config import GroupingConfig
 from grouper.core.lookups import Lookups
@@ -46,3 +46,11 @@ class Plugin(Protocol):
     name: str
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A plugin that can prepare, in one go, what deciding many pods of one workload will compute per
+    pod (the Karta plugin: one sandbox run for a pass's pods). Optional; it changes no decision."""
+
+    def prefetch(self, pods: Sequence[Obj]) -> None: ...

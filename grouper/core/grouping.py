@@ -8,10 +8,11 @@ The same ``Grouper.decide`` runs in the controller (cache-backed lookups), in ``
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from grouper.core.config import GroupingConfig
-from grouper.core.context import GroupingContext
+from grouper.core.context import GroupingContext, Prefetching
 from grouper.core.decision import Decision
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import Lookups
@@ -62,6 +63,20 @@ class Grouper:
             decision.outcome, decision.reason = "error", "InternalError"
             decision.message = f"Pod {decision.pod_key}: internal error in plugin {decision.plugin}: {exc!r}"
         return decision
+
+    def prefetch(self, pods: Sequence[Obj], lookups: Lookups) -> None:
+        """Let the plugin of the first pod's workload prepare for deciding all of ``pods`` (pods of one
+        workload) at once. Best effort and changes no decision: any problem is left to ``decide``,
+        which reports it. ``lookups``: a throwaway view (what it reads is no decision's dependency)."""
+        if len(pods) < 2:
+            return
+        try:
+            chain = resolve_owners(pods[0], lookups)
+            plugin = self.hub.select(GVK.of(chain.top_owner)).plugin
+            if isinstance(plugin, Prefetching):
+                plugin.prefetch([o.with_pod_typemeta(p) for p in pods])
+        except Exception:
+            log.debug("prefetch for %s failed", o.name(pods[0]), exc_info=True)
 
     def _decide(self, pod: Obj, lookups: Lookups, d: Decision) -> None:
         scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"

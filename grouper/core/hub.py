@@ -47,10 +47,26 @@ class PluginHub:
         self.definitions = definitions
         self._karta_plugin_factory = karta_plugin
         self._karta_fallback = karta_fallback and definitions is not None and karta_plugin is not None
+        self._karta_kinds: tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]] | None = None
 
     def native_for(self, gvk: GVK) -> Plugin | None:
         """Exact-GVK native lookup only."""
         return self._native.get((gvk.group, gvk.version, gvk.kind))
+
+    def karta_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) pairs whose workloads a Karta definition decides: described by a loaded
+        definition (built-in or cluster) and claimed by no native plugin of any version. Their
+        decisions wait on the jq sandbox, so the controller runs them off its event loop."""
+        if not self._karta_fallback or self.definitions is None:
+            return frozenset()
+        kinds = self.definitions.kinds()
+        cached = self._karta_kinds
+        if cached is not None and cached[0] is kinds:
+            return cached[1]
+        native = {(group, kind) for group, _, kind in self._native}
+        out = frozenset(k for k in kinds if k not in native)
+        self._karta_kinds = (kinds, out)
+        return out
 
     def plugin_for(self, gvk: GVK) -> Plugin:
         """The plugin the whole hub picks (exact, wildcard, Karta, default): what skip-top-owner

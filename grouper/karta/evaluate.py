@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grouper.karta.errors import KartaEvalError
 from grouper.karta.jqrun import (
     DEFAULT_MAX_OUTPUTS,
+    EACH_MAX_BYTES,
+    EACH_MAX_INPUTS,
     IN_PROCESS,
     OBJECT_TEXTS,
     Outcome,
     Runner,
+    evaluate_each,
     evaluate_many,
 )
 from grouper.karta.jqsyntax import root_fields
@@ -245,6 +248,45 @@ class Evaluator:
         )
         self._store(ck, res)
         return key, res
+
+    def prefetch(self, objs: Sequence[Obj], batch: str = POD) -> int:
+        """Evaluate ``batch`` (default: the pod expressions) on the objects not cached yet, in one run
+        per up to ``EACH_MAX_INPUTS`` objects, and cache the outcomes: a pass deciding many pods pays
+        one sandbox round trip, not one per pod. Best effort — what one run cannot answer is left to
+        the per-object path, which gives the same outcomes. Returns how many objects it cached."""
+        exprs = self._batches.get(batch) or ()
+        if not exprs or len(objs) < 2:
+            return 0
+        fields = self._fields[batch]
+        todo: dict[tuple[Any, ...], str] = {}
+        for obj in objs:
+            key, text = OBJECT_TEXTS.get(obj, fields)
+            with self._lock:
+                if (key, batch) not in self._cache:
+                    todo.setdefault(key, text)
+        stored = 0
+        chunk: list[tuple[tuple[Any, ...], str]] = []
+        size = 0
+        for item in [*todo.items(), None]:
+            if item is not None and len(chunk) < EACH_MAX_INPUTS and size + len(item[1]) <= EACH_MAX_BYTES:
+                chunk.append(item)
+                size += len(item[1])
+                continue
+            if len(chunk) >= 2:
+                res = evaluate_each(
+                    exprs,
+                    [text for _, text in chunk],
+                    runner=self.runner,
+                    max_outputs=self.max_outputs,
+                    timeout_s=self.timeout_s,
+                )
+                if res is None:
+                    return stored  # the per-object path takes over (and names a slow expression)
+                for (key, _), outcome in zip(chunk, res, strict=True):
+                    self._store((key, batch), outcome)
+                stored += len(res)
+            chunk, size = ([item], len(item[1])) if item is not None else ([], 0)
+        return stored
 
     def _store(self, ck: tuple[Any, ...], res: dict[str, Outcome]) -> None:
         with self._lock:

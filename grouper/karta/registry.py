@@ -120,7 +120,7 @@ class DefinitionRegistry:
                 continue
             builtins[d.name] = _loaded(d, self.pool.lane(lane_key(d)))
         self._snap = _Snapshot(builtins, {}, {})
-        self._cluster_kinds: tuple[_Snapshot, frozenset[tuple[str, str]]] | None = None
+        self._kinds: tuple[_Snapshot, frozenset[tuple[str, str]]] | None = None
         self._write = threading.Lock()
         self._evaluators: dict[int, tuple[KartaDefinition, Evaluator]] = {}
         self._eval_lock = threading.Lock()
@@ -169,14 +169,17 @@ class DefinitionRegistry:
 
     # ---------------------------------------------------------------- reads
 
-    def cluster_kinds(self) -> frozenset[tuple[str, str]]:
-        """The (group, kind) pairs cluster definitions describe (memoized per snapshot: asked per reconcile)."""
+    def kinds(self) -> frozenset[tuple[str, str]]:
+        """The (group, kind) pairs any loaded definition describes, built-in or cluster (memoized per
+        snapshot: asked per reconcile)."""
         s = self._snap
-        cached = self._cluster_kinds
+        cached = self._kinds
         if cached is not None and cached[0] is s:
             return cached[1]
-        kinds = frozenset((ld.definition.gvk.group, ld.definition.gvk.kind) for ld in s.cluster.values())
-        self._cluster_kinds = (s, kinds)
+        kinds = frozenset(
+            (ld.definition.gvk.group, ld.definition.gvk.kind) for ld in (*s.builtin.values(), *s.cluster.values())
+        )
+        self._kinds = (s, kinds)
         return kinds
 
     def all(self) -> list[LoadedDefinition]:

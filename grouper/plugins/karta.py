@@ -8,8 +8,11 @@ answer stands.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from grouper.core.context import GroupingContext
 from grouper.karta import Evaluator, KartaDefinition, apply_gang
+from grouper.model.objects import Obj
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.default import default_metadata
 
@@ -25,3 +28,7 @@ class KartaGrouper:
         base = default_metadata(ctx)
         result = apply_gang(self.definition, self.evaluator, ctx.top_owner, ctx.pod, base)
         return base if result is None else result
+
+    def prefetch(self, pods: Sequence[Obj]) -> None:
+        """Evaluate the definition's pod expressions for all of ``pods`` in one sandbox run per chunk."""
+        self.evaluator.prefetch(pods)

@@ -138,3 +138,20 @@ def test_concurrent_reads_while_updating() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_karta_kinds_are_the_kinds_no_native_plugin_claims() -> None:
+    """What the controller evaluates off its event loop: kinds a definition decides — built-in or from
+    the cluster — and never a kind a native plugin decides (JobSet, Deployment, ...)."""
+    from grouper.core.config import GroupingConfig
+    from grouper.runtime.composition import build_grouper
+
+    reg = DefinitionRegistry(Path(__file__).resolve().parents[2] / "definitions")
+    hub = build_grouper(GroupingConfig(), reg).hub
+    kinds = hub.karta_kinds()
+    assert ("apps.nvidia.com", "NIMService") in kinds  # built-in only
+    assert ("jobset.x-k8s.io", "JobSet") not in kinds and ("apps", "Deployment") not in kinds
+    assert ("jobs.example.com", "PyFlow") not in kinds
+    reg.upsert_cluster_object(pyflow_karta({"podGroups": [{"name": "all", "members": [{"componentName": "worker"}]}]}))
+    assert ("jobs.example.com", "PyFlow") in hub.karta_kinds()  # a cluster Karta counts at once
+    assert build_grouper(GroupingConfig(generic_karta_fallback=False), reg).hub.karta_kinds() == frozenset()
