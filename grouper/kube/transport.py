@@ -1,4 +1,5 @@
-"""Async HTTP transport to the API server: aiohttp + orjson, client-side rate limiting, metrics.
+"""Async HTTP transport to the API server: requests over keep-alive HTTP/1.1 connections (``http1``),
+watches over aiohttp, orjson, client-side rate limiting, metrics.
 
 One :class:`KubeClient` per process shares one connection pool and one token bucket (``--qps`` /
 ``--burst``, like client-go's default rate limiter). Responses are decoded with orjson into plain
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -21,6 +23,7 @@ import orjson
 
 from grouper import __version__
 from grouper.kube.config import ClusterConfig
+from grouper.kube.http1 import Http1Pool, header_lines
 from grouper.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -138,14 +141,24 @@ class KubeClient:
         self.user_agent = user_agent
         self.limiter = RateLimiter(qps, burst)
         self._timeout = request_timeout
+        self._header_sets: dict[tuple[str, str | None], bytes] = {}
+        self._counters: dict[tuple[str, str, str], Any] = {}  # metric children by (verb, resource, code)
         self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
+        ssl_context = config.ssl_context()
+        # watches (streams) go through aiohttp; every other request through the leaner HTTP/1.1 pool
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=config.ssl_context(), limit=256, enable_cleanup_closed=True),
+            connector=aiohttp.TCPConnector(ssl=ssl_context, limit=256, enable_cleanup_closed=True),
             headers={"User-Agent": user_agent, "Accept": JSON},
             json_serialize=lambda o: orjson.dumps(o).decode(),
         )
+        self._http = Http1Pool(
+            config.server,
+            ssl_context if isinstance(ssl_context, ssl.SSLContext) else None,
+            default_headers={"User-Agent": user_agent, "Accept": JSON},
+        )
 
     async def close(self) -> None:
+        await self._http.close()
         await self._session.close()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
@@ -157,10 +170,26 @@ class KubeClient:
             h["Content-Type"] = content_type
         return h
 
+    def _header_lines(self, content_type: str | None) -> bytes:
+        """The request's own header lines, encoded once per (credential, content type): the token
+        changes only when the credentials rotate."""
+        token = self.config.bearer() or ""
+        cached = self._header_sets.get((token, content_type))
+        if cached is None:
+            if len(self._header_sets) > 16:  # rotated credentials: drop the old ones
+                self._header_sets.clear()
+            cached = self._header_sets[(token, content_type)] = header_lines(self._headers(content_type))
+        return cached
+
     def _count(self, method: str, path: str, params: Mapping[str, Any] | None, code: int | str) -> None:
-        if self.metrics is not None:
-            verb, res = describe_request(method, path, params)
-            self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code)).inc()
+        if self.metrics is None:
+            return
+        verb, res = describe_request(method, path, params)
+        key = (verb, res, str(code))
+        counter = self._counters.get(key)
+        if counter is None:  # bounded: verbs x resources x codes
+            counter = self._counters[key] = self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code))
+        counter.inc()
 
     async def request(
         self,
@@ -186,18 +215,16 @@ class KubeClient:
             attempts += 1
             await self.limiter.acquire()
             try:
-                async with self._session.request(
+                resp = await self._http.request(
                     method,
-                    self.config.server + path,
-                    params=_params(params),
-                    data=data,
-                    headers=self._headers(content_type),
-                    timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
-                ) as resp:
-                    raw = await resp.read()
-                    status = resp.status
-                    retry_after = resp.headers.get("Retry-After")
-            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                    self._http.target(path, _params(params)),
+                    self._header_lines(content_type),
+                    data,
+                    timeout or self._timeout,
+                )
+                raw, status = resp.body, resp.status
+                retry_after = resp.headers.get("retry-after")
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
                 self._count(method, path, params, "error")
                 raise ApiError(
                     0, "ConnectionError", f"{type(e).__name__}: {e}", method=method, path=path
