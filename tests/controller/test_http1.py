@@ -175,17 +175,32 @@ async def test_an_answer_cut_off_half_way_is_an_error_and_not_sent_again() -> No
         assert len(s.requests) == 1
 
 
-async def test_no_answer_times_out_and_the_connection_is_dropped() -> None:
+def by_call(*handlers: Handler) -> Handler:
+    """The n-th request is answered by the n-th handler (the last one answers the rest)."""
     calls = 0
 
-    async def silent_once(request: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
+    async def handle(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         nonlocal calls
         calls += 1
-        if calls == 1:
-            await asyncio.sleep(5)
-            return False
-        writer.write(answer(200, b"{}"))
+        return await handlers[min(calls, len(handlers)) - 1](request, reader, writer)
+
+    return handle
+
+
+def answering(status: int, body: bytes, *headers: str) -> Handler:
+    async def handle(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(answer(status, body, *headers))
         return True
+
+    return handle
+
+
+async def test_no_answer_times_out_and_the_connection_is_dropped() -> None:
+    async def silent(request: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(5)
+        return False
+
+    silent_once = by_call(silent, answering(200, b"{}"))
 
     async with Server(silent_once) as s, client_for(s, timeout=0.3) as c:
         with pytest.raises(ApiError) as e:
@@ -207,21 +222,14 @@ async def test_not_http_is_a_connection_error() -> None:
 
 
 async def test_error_status_with_a_kubernetes_status_body_and_retry_after() -> None:
-    calls = 0
-
-    async def busy_then_missing(request: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            writer.write(answer(429, b'{"kind":"Status","reason":"TooManyRequests","message":"slow down"}',
-                                "Retry-After: 0"))
-        else:
-            writer.write(answer(404, b'{"kind":"Status","reason":"NotFound","message":"pods \\"p\\" not found"}'))
-        return True
+    busy_then_missing = by_call(
+        answering(429, b'{"kind":"Status","reason":"TooManyRequests","message":"slow down"}', "Retry-After: 0"),
+        answering(404, b'{"kind":"Status","reason":"NotFound","message":"pods \\"p\\" not found"}'),
+    )
 
     async with Server(busy_then_missing) as s, client_for(s) as c:
         assert await c.get_object("/api/v1/namespaces/n/pods/p") is None
-        assert calls == 2 and s.connections == 1
+        assert len(s.requests) == 2 and s.connections == 1
 
 
 async def test_concurrent_requests_open_connections_up_to_the_limit() -> None:
