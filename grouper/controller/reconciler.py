@@ -206,6 +206,9 @@ class Reconciler:
         self.deleted = deleted
         self.memo = memo if memo is not None else DecisionMemo()
         self._patch_sem = asyncio.Semaphore(pod_patch_concurrency)
+        # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
+        # pod patches of the workloads before it (its own patches wait for it)
+        self._group_sem = asyncio.Semaphore(pod_patch_concurrency)
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -489,49 +492,23 @@ class Reconciler:
                     transient_errors += 1
                 await self._warn(pod, workload_obj, d.message)
 
-        # 2. PodGroups
+        # 2. PodGroups, concurrently (bounded): a workload of many PodGroups (a LeaderWorkerSet's groups)
+        # had them written one after the other, and its pods' patches waited for the last
         ok_groups: set[str] = set()
+        writes: list[_PlannedGroup] = []
         for g in plan.groups:
-            md = g.metadata
             if g.kept is not None and g.kept.written is not None and g.kept.written == self._stored(g):
-                ok_groups.add(md.name)  # written as decided, untouched since, same members: nothing to do
+                ok_groups.add(g.metadata.name)  # written as decided, untouched since, same members: nothing to do
+            else:
+                writes.append(g)
+        written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in writes))
+        for g, (op, error, refused) in zip(writes, written, strict=True):
+            md = g.metadata
+            if error is not None:
+                result.errors.append(error)
+                transient_errors += refused
+                await self.recorder.warn(workload_obj, error)
                 continue
-            with log_context(podgroup=md.name):
-                op: str | None = None
-                error: str | None = None
-                desired, notes = md.to_object(), g.notes
-                problems = validate_pod_group(md)
-                if problems:
-                    error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
-                    self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
-                else:
-                    try:
-                        if self.upstream is not None:
-                            members = [plan.pods[name] for name in g.pods]
-                            op, up = await self.upstream.apply(md, members)
-                            desired, notes = upstream_desired(up), [*g.notes, *up.notes]
-                        else:
-                            op = await self.writer.apply(md)
-                    except ApiError as e:
-                        error = (
-                            f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
-                        )
-                self.store.record_pod_group(
-                    md.namespace,
-                    md.name,
-                    workload=str(wl),
-                    desired=desired,
-                    operation=op,
-                    pods=g.pods,
-                    notes=notes,
-                    error=error,
-                )
-                if error is not None:
-                    result.errors.append(error)
-                    if op is None and not problems:
-                        transient_errors += 1  # the API server refused the write
-                    await self.recorder.warn(workload_obj, error)
-                    continue
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
@@ -597,6 +574,34 @@ class Reconciler:
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
         return result
+
+    async def _write_group(self, wl: WorkloadKey, plan: _Plan, g: _PlannedGroup) -> tuple[str | None, str | None, bool]:
+        """Write one planned PodGroup and record it: (operation, error, whether the API server refused it)."""
+        md = g.metadata
+        with log_context(podgroup=md.name):
+            op: str | None = None
+            error: str | None = None
+            desired, notes = md.to_object(), g.notes
+            problems = validate_pod_group(md)
+            if problems:
+                error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
+                self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
+            else:
+                try:
+                    async with self._group_sem:
+                        if self.upstream is not None:
+                            members = [plan.pods[name] for name in g.pods]
+                            op, up = await self.upstream.apply(md, members)
+                            desired, notes = upstream_desired(up), [*g.notes, *up.notes]
+                        else:
+                            op = await self.writer.apply(md)
+                except ApiError as e:
+                    error = f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
+            self.store.record_pod_group(
+                md.namespace, md.name, workload=str(wl), desired=desired, operation=op, pods=g.pods, notes=notes,
+                error=error,
+            )
+        return op, error, error is not None and op is None and not problems
 
     def _stored(self, g: _PlannedGroup) -> tuple[str, tuple[str, ...]] | None:
         """(resourceVersion of the PodGroup as it is now, its planned members); None when it is not stored."""

@@ -29,6 +29,7 @@ class Server:
         self.connections = 0
         self.server: asyncio.base_events.Server | None = None
         self.url = ""
+        self._handlers: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Server:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -38,11 +39,17 @@ class Server:
     async def __aexit__(self, *exc: object) -> None:
         assert self.server is not None
         self.server.close()
+        for task in self._handlers:  # a handler still sleeping must not outlive the test (one loop for all)
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.server.wait_closed(), 2)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -58,6 +65,7 @@ class Server:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._handlers.discard(task)
             writer.close()
 
 
