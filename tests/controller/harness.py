@@ -258,6 +258,23 @@ def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
     }
 
 
+def owned_pod(name: str, labels: dict[str, str], owner: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the test's workload ``owner`` (as created): the test plays the workload's operator."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": job_pod_spec(),
+    }
+
+
 def pods(kube: Any, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
     return kube.list(f"/api/v1/namespaces/{ns}/pods", label_selector=selector)
 

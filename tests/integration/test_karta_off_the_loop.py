@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from controller.harness import ANNOTATION, REPO, GrouperThread, job_pod_spec, label_namespace
+from controller.harness import ANNOTATION, REPO, GrouperThread, label_namespace, owned_pod
 from kube import Kube, wait_until
 
 NIMSERVICES = "/apis/apps.nvidia.com/v1alpha1/namespaces/{ns}/nimservices"
@@ -57,19 +57,7 @@ def test_a_slow_built_in_definition_does_not_stall_the_loop(
         })
         t0 = time.monotonic()
         for i in range(PODS):
-            kube.create(f"/api/v1/namespaces/{ns}/pods", {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": f"llm-{i}",
-                    "labels": {"app.kubernetes.io/name": "llm"},
-                    "ownerReferences": [{
-                        "apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService", "name": "llm",
-                        "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-                    }],
-                },
-                "spec": job_pod_spec(),
-            })
+            kube.create(f"/api/v1/namespaces/{ns}/pods", owned_pod(f"llm-{i}", {"app.kubernetes.io/name": "llm"}, owner))
         pods = wait_until(
             lambda: (ps := kube.list(f"/api/v1/namespaces/{ns}/pods")) and len(ps) == PODS
             and all((p["metadata"].get("annotations") or {}).get(ANNOTATION) for p in ps) and ps,

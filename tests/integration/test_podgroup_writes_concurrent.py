@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from controller.harness import ANNOTATION, GrouperThread, job_pod_spec, label_namespace, pod_groups
+from controller.harness import ANNOTATION, GrouperThread, job_pod_spec, label_namespace, owned_pod, pod_groups
 from kube import Kube, wait_until
 
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
@@ -45,20 +45,9 @@ def test_a_workloads_podgroups_are_written_concurrently(cluster: Any, kube: Kube
         })
         for group in range(GROUPS):
             for worker in range(SIZE):
-                kube.create(f"/api/v1/namespaces/{ns}/pods", {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"serve-{group}-{worker}",
-                        "labels": {f"{LABEL}name": "serve", f"{LABEL}group-index": str(group),
-                                   f"{LABEL}worker-index": str(worker)},
-                        "ownerReferences": [{
-                            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "serve",
-                            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-                        }],
-                    },
-                    "spec": job_pod_spec(),
-                })
+                labels = {f"{LABEL}name": "serve", f"{LABEL}group-index": str(group),
+                          f"{LABEL}worker-index": str(worker)}
+                kube.create(f"/api/v1/namespaces/{ns}/pods", owned_pod(f"serve-{group}-{worker}", labels, owner))
         pods = wait_until(
             lambda: (ps := kube.list(f"/api/v1/namespaces/{ns}/pods")) and len(ps) == GROUPS * SIZE
             and all((p["metadata"].get("annotations") or {}).get(ANNOTATION) for p in ps) and ps,
