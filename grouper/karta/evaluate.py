@@ -265,27 +265,21 @@ class Evaluator:
                 if (key, batch) not in self._cache:
                     todo.setdefault(key, text)
         stored = 0
-        chunk: list[tuple[tuple[Any, ...], str]] = []
-        size = 0
-        for item in [*todo.items(), None]:
-            if item is not None and len(chunk) < EACH_MAX_INPUTS and size + len(item[1]) <= EACH_MAX_BYTES:
-                chunk.append(item)
-                size += len(item[1])
+        for chunk in _chunks(list(todo.items())):
+            if len(chunk) < 2:
                 continue
-            if len(chunk) >= 2:
-                res = evaluate_each(
-                    exprs,
-                    [text for _, text in chunk],
-                    runner=self.runner,
-                    max_outputs=self.max_outputs,
-                    timeout_s=self.timeout_s,
-                )
-                if res is None:
-                    return stored  # the per-object path takes over (and names a slow expression)
-                for (key, _), outcome in zip(chunk, res, strict=True):
-                    self._store((key, batch), outcome)
-                stored += len(res)
-            chunk, size = ([item], len(item[1])) if item is not None else ([], 0)
+            res = evaluate_each(
+                exprs,
+                [text for _, text in chunk],
+                runner=self.runner,
+                max_outputs=self.max_outputs,
+                timeout_s=self.timeout_s,
+            )
+            if res is None:
+                return stored  # the per-object path takes over (and names a slow expression)
+            for (key, _), outcome in zip(chunk, res, strict=True):
+                self._store((key, batch), outcome)
+            stored += len(res)
         return stored
 
     def _store(self, ck: tuple[Any, ...], res: dict[str, Outcome]) -> None:
@@ -755,6 +749,21 @@ class Evaluator:
                 return 1
             return len(ids)
         return sum(self._scale_b(obj, k, None, seen | {c.name}) for k in self._children(c, seen | {c.name}))
+
+
+def _chunks(items: list[tuple[Any, str]]) -> Iterable[list[tuple[Any, str]]]:
+    """``(key, text)`` items in runs of at most ``EACH_MAX_INPUTS`` and ``EACH_MAX_BYTES`` of text (an item
+    larger than that alone in its run)."""
+    chunk: list[tuple[Any, str]] = []
+    size = 0
+    for item in items:
+        if chunk and (len(chunk) >= EACH_MAX_INPUTS or size + len(item[1]) > EACH_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item[1])
+    if chunk:
+        yield chunk
 
 
 def _component_exprs(c: Component) -> set[str]:

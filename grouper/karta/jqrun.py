@@ -346,6 +346,24 @@ def compile_errors(
     return COMPILE_RESULTS.lookup(list(dict.fromkeys(exprs)), checker, timeout_s)
 
 
+def _compilable(
+    distinct: list[str], runner: Runner, timeout_s: float | None
+) -> tuple[dict[str, Outcome], list[str]]:
+    """(the compile error outcome of each expression that does not compile, the ones that do, in order),
+    compiled by the runner when it can. Raises ``JqError`` when the compile check itself fails."""
+    checker = cast(CompileChecker, runner) if hasattr(runner, "compile_errors") else None
+    errors = compile_errors(distinct, checker, timeout_s)
+    failed: dict[str, Outcome] = {}
+    good: list[str] = []
+    for text in distinct:
+        err = errors.get(text)
+        if err is not None:
+            failed[text] = Outcome(error=f"failed to compile JQ expression: {err}")
+        else:
+            good.append(text)
+    return failed, good
+
+
 def evaluate_many(
     exprs: Iterable[str],
     input_text: str,
@@ -362,20 +380,11 @@ def evaluate_many(
     times out, the expressions are run one by one until the one that times out is found: it
     gets the timeout, the rest that did not run are blamed on it.
     """
-    results: dict[str, Outcome] = {}
-    good: list[str] = []
     distinct = list(dict.fromkeys(exprs))
-    checker = cast(CompileChecker, runner) if hasattr(runner, "compile_errors") else None
     try:
-        errors = compile_errors(distinct, checker, timeout_s)
+        results, good = _compilable(distinct, runner, timeout_s)
     except JqError as exc:
         return {expr: Outcome(error=str(exc)) for expr in distinct}
-    for text in distinct:
-        err = errors.get(text)
-        if err is not None:
-            results[text] = Outcome(error=f"failed to compile JQ expression: {err}")
-        else:
-            good.append(text)
     if not good:
         return results
     if len(good) > 1:
@@ -431,13 +440,10 @@ def evaluate_each(
     jq's message for a non-string error value is its JSON text either way — tested)."""
     if not input_texts:
         return []
-    distinct = list(dict.fromkeys(exprs))
-    checker = cast(CompileChecker, runner) if hasattr(runner, "compile_errors") else None
     try:
-        errors = compile_errors(distinct, checker, timeout_s)
+        failed, good = _compilable(list(dict.fromkeys(exprs)), runner, timeout_s)
     except JqError:
         return None
-    good = [text for text in distinct if errors.get(text) is None]
     if not good:
         return None
     program = "[.[] | [\n" + fused_program(good, max_outputs) + "\n]]"
@@ -447,8 +453,6 @@ def evaluate_each(
         return None
     if len(out) != 1 or not isinstance(out[0], list) or len(out[0]) != len(input_texts):
         return None
-    failed = {text: Outcome(error=f"failed to compile JQ expression: {errors[text]}")
-              for text in distinct if errors.get(text) is not None}
     results: list[dict[str, Outcome]] = []
     for each in out[0]:
         if not (isinstance(each, list) and len(each) == 1 and isinstance(each[0], list) and len(each[0]) == len(good)):

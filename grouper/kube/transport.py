@@ -142,7 +142,6 @@ class KubeClient:
         self.limiter = RateLimiter(qps, burst)
         self._timeout = request_timeout
         self._header_sets: dict[tuple[str, str | None], bytes] = {}
-        self._counters: dict[tuple[str, str, str], Any] = {}  # metric children by (verb, resource, code)
         self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
         ssl_context = config.ssl_context()
         # watches (streams) go through aiohttp; every other request through the leaner HTTP/1.1 pool
@@ -185,11 +184,7 @@ class KubeClient:
         if self.metrics is None:
             return
         verb, res = describe_request(method, path, params)
-        key = (verb, res, str(code))
-        counter = self._counters.get(key)
-        if counter is None:  # bounded: verbs x resources x codes
-            counter = self._counters[key] = self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code))
-        counter.inc()
+        self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code)).inc()
 
     async def request(
         self,
