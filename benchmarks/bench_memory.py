@@ -56,7 +56,7 @@ from grouper.controller.cache import (  # noqa: E402
     _KindState,
 )
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
-from grouper.controller.memo import DecisionMemo  # noqa: E402
+from grouper.controller.memo import IDLE_SECONDS, DecisionMemo  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
     POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
@@ -369,6 +369,11 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+MEMO_PLACES = f"DecisionMemo: each pod's place (dropped after {IDLE_SECONDS:.0f} s idle)"
+MEMO_VIEWS = "DecisionMemo: each PodGroup's view (per PodGroup)"
+WITH_GROUPS = "  + the memo's views, PodGroup and workload records, PodGroup cache"
+
+
 @dataclass
 class Meter:
     """Bytes retained per named structure (traced deltas), in order."""
@@ -490,8 +495,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     gc.freeze()
     gc.disable()
 
-    memo = DecisionMemo()
-    memo_bytes = [0]
+    # what it keeps is measured at the end, by letting it expire; its clock stands still meanwhile (deciding
+    # under tracemalloc takes longer than the idle time)
+    memo = DecisionMemo(clock=lambda: 0.0)
 
     def reconcile_one(wl: WorkloadKey) -> tuple[int, int, int, int]:
         """What the reconciler keeps of one workload; a function so its locals (the Decisions) die at return."""
@@ -518,10 +524,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp")) for p, _ in decided
         }
         merged = merge_pod_groups(grouped, creation)
-        g0 = tracemalloc.get_traced_memory()[0]
         by_name = {o.name(p): p for p, _ in decided}
         memo.put(wl, memo_of(decided[0][1].plugin or "none", decided[0][1].top_owner, decided, merged, by_name))
-        memo_bytes[0] += tracemalloc.get_traced_memory()[0] - g0
         desired = [m.metadata.to_object() for m in merged]
         pg_lines.extend(orjson.dumps(x) for x in desired)  # for the PodGroup informer (not the store's)
         e = tracemalloc.get_traced_memory()[0]
@@ -561,8 +565,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     gc.unfreeze()
     total_pass = traced() - t0
     meter.add("WorkloadIndex: dependencies and PodGroups", deps_bytes)
-    meter.add("DecisionMemo (incremental reconciles)", memo_bytes[0])
+    # the memo's two parts, filled in below from what dropping each frees (what it alone keeps, counting
+    # what the decisions allocated and it holds on to): its places per pod, its PodGroup views per group
+    meter.add(MEMO_PLACES, 0)
     meter.add("DecisionStore: pod records", 0)  # filled in below, once the pass's own leftovers are freed
+    meter.add(MEMO_VIEWS, 0)
     meter.add("DecisionStore: PodGroup and workload records", pg_bytes)
     print(
         f"decided {n_pods:,} pods in {decide_s:.0f} s (traced); {mismatched} decisions differ from the "
@@ -591,10 +598,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = traced()
     pg_lines.clear()
     freed = t0 - traced()
-    # the records, and what they keep of what deciding allocated (messages, provenance texts): all the
-    # pass retained but the dependencies and the PodGroup / workload records
-    meter.add("DecisionStore: pod records", total_pass - deps_bytes - pg_bytes - memo_bytes[0] - freed)
-
     total = traced() - t_base
     rss_total = rss_bytes() - rss_base
     if snap_base is not None:  # where what is retained was allocated (for whoever optimises next)
@@ -603,13 +606,38 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             frame = st.traceback[0]
             where = f"{Path(frame.filename).relative_to(REPO) if frame.filename.startswith(str(REPO)) else frame.filename}"
             print(f"  {st.size_diff / n_pods:8,.0f}  {where}:{frame.lineno}")
+
+    # What the memo alone keeps: drop its PodGroup views, then its pods' places, and see what is freed
+    # (all figures above were taken with it in place).
+    memos = [m for m in (memo.get(wl) for wl in wl_keys) if m is not None]
+    gc.collect()
+    t0 = traced()
+    for m in memos:
+        m.groups.clear()
+    gc.collect()
+    memo_groups = t0 - traced()
+    t0 = traced()
+    expired = memo.expire(memo.idle_seconds)  # what the controller does once they are idle
+    assert expired == len(memos) and len(memo) == 0, (expired, len(memos), len(memo))
+    del memos
+    gc.collect()
+    memo_members = t0 - traced()
+    meter.add(MEMO_PLACES, memo_members)
+    meter.add(MEMO_VIEWS, memo_groups)
+    # the records, and what they keep of what deciding allocated (messages, provenance texts): all the
+    # pass retained but the dependencies, the memo and the PodGroup / workload records
+    meter.add("DecisionStore: pod records", total_pass - deps_bytes - pg_bytes - memo_groups - memo_members - freed)
     tracemalloc.stop()
 
     # the goal's scope: what the controller holds per pod (not per PodGroup / workload, not the owners)
-    per_group = ("DecisionStore: PodGroup and workload records", "PodGroup cache (one per workload)")
-    target_parts = [k for k in meter.parts if not k.startswith("owner") and k not in per_group]
+    per_group = ("DecisionStore: PodGroup and workload records", MEMO_VIEWS, "PodGroup cache (one per workload)")
+    # the goal's figure: what stays per cached pod; the memo is kept only while its workload is reconciled
+    target_parts = [
+        k for k in meter.parts if not k.startswith("owner") and k not in per_group and k != MEMO_PLACES
+    ]
     target = sum(meter.parts[k] for k in target_parts)
-    with_groups = target + sum(meter.parts[k] for k in per_group)
+    with_memo = target + meter.parts[MEMO_PLACES]
+    with_groups = with_memo + sum(meter.parts[k] for k in per_group)
     per_pod = {k: round(v / n_pods) for k, v in meter.parts.items()}
     result = {
         "benchmark": "bench_memory",
@@ -623,6 +651,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bytes_per_pod": per_pod,
         "target_bytes_per_pod": round(target / n_pods),
         "target_parts": target_parts,
+        "target_with_memo_bytes_per_pod": round(with_memo / n_pods),
+        "memo_idle_seconds": IDLE_SECONDS,
         "with_pod_group_records_per_pod": round(with_groups / n_pods),
         "total_traced_per_pod": round(total / n_pods),
         "rss_delta_per_pod": round(rss_total / n_pods),
@@ -674,7 +704,10 @@ def print_table(r: dict[str, Any]) -> None:
         f"* {'per-pod structures: pod cache + indexes + pod records (goal ≤ 2,048)':60} {r['target_bytes_per_pod']:8,}"
     )
     print(
-        f"  {'  + PodGroup and workload records and the PodGroup cache':60} {r['with_pod_group_records_per_pod']:8,}"
+        f"  {'  + the memo, while a workload is reconciled (then its idle time)':60} {r['target_with_memo_bytes_per_pod']:8,}"
+    )
+    print(
+        f"  {WITH_GROUPS:60} {r['with_pod_group_records_per_pod']:8,}"
     )
     print(f"  {'total traced':60} {r['total_traced_per_pod']:8,}")
     print(f"  {'RSS delta':60} {r['rss_delta_per_pod']:8,}")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -41,7 +40,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grouper import __version__
 from grouper.api import health
@@ -108,6 +109,35 @@ def _validation_errors(exc: RequestValidationError) -> tuple[str, list[dict[str,
     return "; ".join(parts) or "invalid request", jsonable_encoder(errors)
 
 
+class _Guard:
+    """Read-only methods, then the bearer token (all paths but the probes'); the caller is left in the
+    request's state for the endpoints' authorization. Plain ASGI: Starlette's ``BaseHTTPMiddleware``
+    (``@app.middleware``) runs each request through a task group and memory streams, ~6% of the
+    grouper's CPU under the benchmark's 20 probes a second (``benchmarks/README.md``)."""
+
+    def __init__(self, app: ASGIApp, *, access: ApiAccess, guarded: bool) -> None:
+        self.app, self.access, self.guarded = app, access, guarded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        if method not in ALLOWED_METHODS:
+            response = _error(405, f"method {method} not allowed: this API is read-only (GET)",
+                              headers={"Allow": ", ".join(ALLOWED_METHODS)})
+            await response(scope, receive, send)
+            return
+        if self.guarded and scope["path"] not in OPEN_PATHS:
+            try:
+                user = await self.access.authenticate(Headers(scope=scope).get("authorization"))
+            except AuthError as e:
+                await _error(e.status, e.detail, e.errors, headers=e.headers)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["user"] = user
+        await self.app(scope, receive, send)
+
+
 PODGROUPS = ("scheduling.run.ai", "podgroups")
 KARTAS = ResourceAttributes("list", "run.ai", "kartas")
 
@@ -152,17 +182,7 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         except AuthError as e:
             raise _AuthHTTPError(e) from None
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method not in ALLOWED_METHODS:
-            return _error(405, f"method {request.method} not allowed: this API is read-only (GET)",
-                          headers={"Allow": ", ".join(ALLOWED_METHODS)})
-        if guarded and request.url.path not in OPEN_PATHS:
-            try:
-                request.state.user = await access.authenticate(request.headers.get("authorization"))
-            except AuthError as e:
-                return _error(e.status, e.detail, e.errors, headers=e.headers)
-        return await call_next(request)
+    app.add_middleware(_Guard, access=access, guarded=guarded)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -241,6 +241,7 @@ class Controller:
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
         await self.cache.start_defaults_configmap()
+        self._spawn(self._expire_memos())
         self._started = True
         self.started_at = time.monotonic()
         log.info(
@@ -248,6 +249,12 @@ class Controller:
             self.started_at - loop_start,
             extra={"pods": len(self.cache.informer(POD) or ()), **self.index.sizes()},
         )
+
+    async def _expire_memos(self) -> None:
+        """Drop idle workloads' memos also when nothing is reconciled (each use drops them too)."""
+        while True:
+            await asyncio.sleep(self.memo.idle_seconds / 4)
+            self.memo.expire()
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:

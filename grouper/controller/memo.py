@@ -16,6 +16,9 @@ other pods (Deployment, Knative, MPI: a sibling's annotation is an input there),
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -90,7 +93,7 @@ class Group:
             self.written = None
 
 
-@dataclass
+@dataclass(slots=True)  # one per workload: no instance dict (~100-300 B each, most workloads are small)
 class WorkloadMemo:
     plugin: str
     workload_ref: OwnerRef | None
@@ -98,24 +101,60 @@ class WorkloadMemo:
     groups: dict[str, Group] = field(default_factory=dict)  # PodGroup name -> its view
 
 
+IDLE_SECONDS = 120.0
+
+
 class DecisionMemo:
     """The memos of all workloads. Written by the reconciler; invalidated by the event handlers and the
-    resyncer whenever something a workload's decisions read changes (or may have changed)."""
+    resyncer whenever something a workload's decisions read changes (or may have changed).
 
-    def __init__(self) -> None:
+    A memo pays off while its workload's pods arrive (a burst, a scale-up); a settled workload's next
+    change is rare and costs one full pass, after which it is kept again. So a memo not used for
+    ``idle_seconds`` is dropped: memory grows with the workloads being reconciled, not with the cluster
+    (~300 B per pod of a memo, ``benchmarks/bench_memory.py``). Time-based, not a size cap: a cap smaller
+    than the pods of the workloads active at once would drop memos still in use and re-decide whole
+    workloads on every pass."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle_seconds, self._clock = idle_seconds, clock
         self._memos: dict[WorkloadKey, WorkloadMemo] = {}
+        self._used: OrderedDict[WorkloadKey, float] = OrderedDict()  # least recently used first
 
     def get(self, wl: WorkloadKey) -> WorkloadMemo | None:
-        return self._memos.get(wl)
+        memo = self._memos.get(wl)
+        if memo is not None:
+            self._touch(wl)
+        return memo
 
     def put(self, wl: WorkloadKey, memo: WorkloadMemo) -> None:
         self._memos[wl] = memo
+        self._touch(wl)
 
     def invalidate(self, wl: WorkloadKey) -> None:
         self._memos.pop(wl, None)
+        self._used.pop(wl, None)
+
+    def _touch(self, wl: WorkloadKey) -> None:
+        now = self._clock()
+        self._used[wl] = now
+        self._used.move_to_end(wl)
+        self.expire(now)
+
+    def expire(self, now: float | None = None) -> int:
+        """Drop the memos idle for ``idle_seconds`` (O(1) per dropped memo); how many were dropped."""
+        cutoff = (self._clock() if now is None else now) - self.idle_seconds
+        dropped = 0
+        while self._used:
+            wl, used = next(iter(self._used.items()))
+            if used > cutoff:
+                break
+            del self._used[wl]
+            self._memos.pop(wl, None)
+            dropped += 1
+        return dropped
 
     def __len__(self) -> int:
         return len(self._memos)
 
 
-__all__ = ["DecisionMemo", "Group", "Member", "WorkloadMemo", "creation_key", "decision_signature"]
+__all__ = ["IDLE_SECONDS", "DecisionMemo", "Group", "Member", "WorkloadMemo", "creation_key", "decision_signature"]

@@ -46,7 +46,7 @@ Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]
 Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], list[str]]
-Index = dict[str, Members[tuple[str, str]]]  # value -> the key of the one object, or a set of keys
+Index = dict[str, Members[str | tuple[str, str]]]  # value -> the one object (its name or key), or a set of them
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 CONNECTION_BACKOFF_CAP = 2.0  # seconds between attempts while the API server is unreachable
@@ -90,6 +90,16 @@ def _key(obj: Obj) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
+def _member(value: str, key: tuple[str, str]) -> str | tuple[str, str]:
+    """How an index holds an object: by its name (the cached string) when the value starts with the
+    object's namespace and a slash (the indexes of namespaced objects are keyed ``namespace/...``), else
+    by its (namespace, name) key — a tuple per indexed pod was ~56 B of the cache's memory per pod."""
+    ns = key[0]
+    if ns and value.startswith(ns) and value[len(ns) : len(ns) + 1] == "/":
+        return key[1]
+    return key
+
+
 class Informer:
     """Cache of one resource (optionally one namespace / selectors). Start with :meth:`start`."""
 
@@ -123,8 +133,10 @@ class Informer:
         self.synced = asyncio.Event()
         self.error: ApiError | None = None  # set when the informer gave up (403 on LIST)
         self.stopped = asyncio.Event()
-        self._store: dict[tuple[str, str], Obj] = {}
+        # namespace -> name -> object: the one map of the cache (a second map by (namespace, name) cost
+        # ~70 B per cached pod, benchmarks/bench_memory.py)
         self._by_ns: dict[str, dict[str, Obj]] = {}
+        self._size = 0
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, Index] = {}
         self._rv = ""
@@ -142,43 +154,55 @@ class Informer:
     # ------------------------------------------------------------------ reading the cache
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
-        return self._store.get((namespace or "", name))
+        ns_items = self._by_ns.get(namespace or "")
+        return ns_items.get(name) if ns_items is not None else None
 
     def list(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:
-            return list(self._store.values())
+            return [obj for ns_items in self._by_ns.values() for obj in ns_items.values()]
         return list(self._by_ns.get(namespace, {}).values())
+
+    def _items(self) -> Iterator[tuple[tuple[str, str], Obj]]:
+        for ns, ns_items in self._by_ns.items():
+            for name, obj in ns_items.items():
+                yield (ns, name), obj
+
+    def keys(self) -> builtins.list[tuple[str, str]]:
+        """(namespace, name) of every cached object."""
+        return [key for key, _ in self._items()]
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Maintain a secondary index (client-go's indexers): ``func(obj)`` → the values to find it by."""
         self._index_funcs[name] = func
         idx: Index = {}
-        for key, obj in self._store.items():
+        for key, obj in self._items():
             for v in func(obj):
-                add_member(idx, v, key)
+                add_member(idx, v, _member(v, key))
         self._indexes[name] = idx
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
-        keys = members(self._indexes.get(name, {}), value)
-        return [self._store[k] for k in sorted(keys) if k in self._store]
+        ns = value.partition("/")[0]
+        keys = [(ns, m) if isinstance(m, str) else m for m in members(self._indexes.get(name, {}), value)]
+        found = (self.get(*k) for k in sorted(keys))
+        return [obj for obj in found if obj is not None]
 
     def _index_remove(self, key: tuple[str, str], obj: Obj) -> None:
         for name, func in self._index_funcs.items():
             idx = self._indexes[name]
             for v in func(obj):
-                discard_member(idx, v, key)
+                discard_member(idx, v, _member(v, key))
 
     def _index_add(self, key: tuple[str, str], obj: Obj) -> None:
         for name, func in self._index_funcs.items():
             idx = self._indexes[name]
             for v in func(obj):
-                add_member(idx, v, key)
+                add_member(idx, v, _member(v, key))
 
     def __len__(self) -> int:
-        return len(self._store)
+        return self._size
 
     def __iter__(self) -> Iterator[Obj]:
-        return iter(list(self._store.values()))
+        return iter(self.list())
 
     @property
     def resource_version(self) -> str:
@@ -190,7 +214,7 @@ class Informer:
         """Register ``handler``; with ``replay`` it first sees every cached object as ADDED."""
         self.handlers.append(handler)
         if replay:
-            for obj in list(self._store.values()):
+            for obj in self.list():
                 self._call(handler, ADDED, obj, None)
 
     def start(self, supervisor: Spawner | None = None) -> asyncio.Task[None]:
@@ -358,7 +382,7 @@ class Informer:
                     raw.setdefault("kind", kind)
                     obj = self.transform(raw) if self.transform else raw
                     key = _key(obj)
-                    prev = self._store.get(key)
+                    prev = self.get(*key)
                     if prev is not None:
                         _same_strings(obj, prev)
                         key = _key(obj)
@@ -373,7 +397,7 @@ class Informer:
         self._lists += 1
         if self._lists > 1 and self.metrics is not None:
             self.metrics.relists.labels(resource=self.resource.plural).inc()
-        old = self._store
+        old = dict(self._items())
         by_ns, indexes = await self._build_views(items)  # readers keep the old, consistent cache meanwhile
         self._install(items, by_ns, indexes)
         self._rv, self._need_list = rv, False
@@ -396,7 +420,7 @@ class Informer:
             for name, func in funcs:
                 idx = indexes[name]
                 for v in func(obj):
-                    add_member(idx, v, key)
+                    add_member(idx, v, _member(v, key))
             if i % step == step - 1:
                 await asyncio.sleep(0)
         return by_ns, indexes
@@ -407,15 +431,14 @@ class Informer:
         by_ns: dict[str, dict[str, Obj]],
         indexes: dict[str, Index],
     ) -> None:
-        self._store, self._by_ns = items, by_ns
+        self._by_ns, self._size = by_ns, len(items)
         self._indexes.update(indexes)
         for name, func in list(self._index_funcs.items()):
             if name not in indexes:  # added while the views were being built
                 self.add_index(name, func)
 
     def _replace_store(self, items: dict[tuple[str, str], Obj]) -> None:
-        self._store = items
-        self._by_ns = {}
+        self._by_ns, self._size = {}, len(items)
         for (ns, name), obj in items.items():
             self._by_ns.setdefault(ns, {})[name] = obj
         for name, func in list(self._index_funcs.items()):
@@ -502,25 +525,25 @@ class Informer:
             if self.transform:
                 obj = self.transform(obj)
             key = _key(obj)
-            prev = self._store.get(key)
+            prev = self.get(*key)
             if etype in (ADDED, MODIFIED):
+                ns_items = self._by_ns.setdefault(key[0], {})
                 if prev is not None:
                     self._index_remove(key, prev)
-                    _same_strings(obj, prev)
+                    _same_strings(obj, prev)  # the map keeps its key string: the cached one, as the object's
                     key = _key(obj)
-                    del self._store[key]  # re-inserted with this key: no stale key tuple stays behind
-                self._store[key] = obj
-                self._by_ns.setdefault(key[0], {})[key[1]] = obj
+                else:
+                    self._size += 1
+                ns_items[key[1]] = obj
                 self._index_add(key, obj)
                 self._emit(ADDED if prev is None else MODIFIED, obj, prev)
             elif etype == DELETED:
                 if prev is not None:
                     self._index_remove(key, prev)
-                self._store.pop(key, None)
-                ns_items = self._by_ns.get(key[0])
-                if ns_items is not None:
-                    ns_items.pop(key[1], None)
-                    if not ns_items:
+                in_ns = self._by_ns.get(key[0])
+                if in_ns is not None and in_ns.pop(key[1], None) is not None:
+                    self._size -= 1
+                    if not in_ns:
                         del self._by_ns[key[0]]
                 self._emit(DELETED, obj, prev)
             if rv:

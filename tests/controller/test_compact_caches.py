@@ -424,7 +424,7 @@ async def test_an_update_takes_over_the_cached_strings_so_no_copies_pile_up() ->
     now = inf.get("team-a", "a")
     assert now is not None and now["metadata"]["resourceVersion"] == "2"
     assert now["metadata"]["name"] is name and now["metadata"]["uid"] is uid
-    (key,) = inf._store
+    (key,) = inf.keys()
     assert key[1] is name
     assert inf.by_index("pg", "pg-1") == [] and inf.by_index("pg", "pg-2") == [now] and len(inf) == 1
 
@@ -451,3 +451,28 @@ def test_the_sibling_table_stays_small() -> None:
     for i in range(shape.sharing.max_owners + 50):
         shape.slim(_pod(f"p{i}", owner_uid=f"job-{i}"))
     assert len(shape.sharing.siblings) <= shape.sharing.max_owners
+
+
+def test_informer_index_holds_names_for_namespace_keyed_values_and_keys_otherwise() -> None:
+    inf = Informer(None, Resource("", "v1", "Pod", "pods", True))  # type: ignore[arg-type]
+
+    def pod(ns: str, name: str, values: list[str]) -> dict[str, Any]:
+        return {"metadata": {"namespace": ns, "name": name, "labels": {"v": ",".join(values)}}}
+
+    objs = {
+        ("a", "p1"): pod("a", "p1", ["a/g", "shared"]),
+        ("a", "p2"): pod("a", "p2", ["a/g", "ab/g"]),  # "ab/g" starts with "a" but is not namespace "a"
+        ("ab", "p1"): pod("ab", "p1", ["ab/g", "shared"]),
+    }
+    inf._replace_store(dict(objs))
+    inf.add_index("v", lambda obj: obj["metadata"]["labels"]["v"].split(","))
+    idx = inf._indexes["v"]
+    assert sorted(idx["a/g"]) == ["p1", "p2"]  # names: the cached strings, no tuple per object
+    assert sorted(idx["ab/g"], key=str) == [("a", "p2"), "p1"]
+    assert sorted(idx["shared"]) == [("a", "p1"), ("ab", "p1")]
+    names = lambda value: [(x["metadata"]["namespace"], x["metadata"]["name"]) for x in inf.by_index("v", value)]  # noqa: E731
+    assert names("a/g") == [("a", "p1"), ("a", "p2")]
+    assert names("ab/g") == [("a", "p2"), ("ab", "p1")]
+    assert names("shared") == [("a", "p1"), ("ab", "p1")]
+    inf._index_remove(("a", "p2"), objs[("a", "p2")])
+    assert names("a/g") == [("a", "p1")] and names("ab/g") == [("ab", "p1")]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from grouper.controller.memo import Group, decision_signature
+from grouper.controller.memo import DecisionMemo, Group, WorkloadMemo, decision_signature
+from grouper.controller.workloads import WorkloadKey
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
 
 
@@ -56,3 +57,45 @@ def test_a_newer_view_wins_and_a_different_spec_is_noted() -> None:
     assert (g.newest[1], g.metadata.min_member, g.disagree) == ("b", 2, True)
     g.offer(metadata(4), ("2026-12-01T11:00:00Z", "c"))
     assert (g.newest[1], g.metadata.min_member) == ("c", 4)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _wl(name: str) -> WorkloadKey:
+    return WorkloadKey("ns", "jobset.x-k8s.io", "JobSet", name)
+
+
+def test_a_memo_idle_for_the_idle_time_is_dropped_and_one_in_use_is_kept() -> None:
+    clock = _Clock()
+    memos = DecisionMemo(idle_seconds=120.0, clock=clock)
+    a, b = WorkloadMemo("jobset", None), WorkloadMemo("jobset", None)
+    memos.put(_wl("a"), a)
+    clock.now += 60
+    memos.put(_wl("b"), b)
+    clock.now += 59
+    assert memos.get(_wl("a")) is a  # used: its idle time starts again
+    clock.now += 61  # b idle 120 s, a 61 s
+    assert memos.expire() == 1
+    assert memos.get(_wl("b")) is None and memos.get(_wl("a")) is a and len(memos) == 1
+    clock.now += 121
+    assert memos.get(_wl("c")) is None  # a miss drops nothing by itself
+    memos.put(_wl("c"), WorkloadMemo("jobset", None))  # any use drops what is idle
+    assert memos.get(_wl("a")) is None and len(memos) == 1
+
+
+def test_an_invalidated_memo_leaves_no_entry_behind() -> None:
+    clock = _Clock()
+    memos = DecisionMemo(idle_seconds=10.0, clock=clock)
+    for i in range(1000):
+        memos.put(_wl(f"w{i}"), WorkloadMemo("jobset", None))
+        memos.invalidate(_wl(f"w{i}"))
+    assert len(memos) == 0 and not memos._used
+    memos.put(_wl("kept"), WorkloadMemo("jobset", None))
+    clock.now += 11
+    assert memos.expire() == 1 and len(memos) == 0
