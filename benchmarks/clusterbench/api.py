@@ -82,12 +82,14 @@ class Api:
             return decoded
         raise AssertionError("unreachable")
 
-    async def list(self, path: str, limit: int = 1000) -> tuple[list[dict[str, Any]], str]:
+    async def list(
+        self, path: str, limit: int = 1000, selectors: dict[str, str] | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
         """Every item (paginated) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont = ""
         while True:
-            params = {"limit": str(limit)}
+            params = {**(selectors or {}), "limit": str(limit)}
             if cont:
                 params["continue"] = cont
             body = await self.request("GET", path, params=params)
