@@ -117,39 +117,34 @@ class DecisionMemo:
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self.idle_seconds, self._clock = idle_seconds, clock
-        self._memos: dict[WorkloadKey, WorkloadMemo] = {}
-        self._used: OrderedDict[WorkloadKey, float] = OrderedDict()  # least recently used first
+        # workload -> (its memo, when it was last used), least recently used first
+        self._memos: OrderedDict[WorkloadKey, tuple[WorkloadMemo, float]] = OrderedDict()
 
     def get(self, wl: WorkloadKey) -> WorkloadMemo | None:
-        memo = self._memos.get(wl)
-        if memo is not None:
-            self._touch(wl)
-        return memo
+        entry = self._memos.get(wl)
+        if entry is None:
+            return None
+        self.put(wl, entry[0])
+        return entry[0]
 
     def put(self, wl: WorkloadKey, memo: WorkloadMemo) -> None:
-        self._memos[wl] = memo
-        self._touch(wl)
+        now = self._clock()
+        self._memos[wl] = (memo, now)
+        self._memos.move_to_end(wl)
+        self.expire(now)
 
     def invalidate(self, wl: WorkloadKey) -> None:
         self._memos.pop(wl, None)
-        self._used.pop(wl, None)
-
-    def _touch(self, wl: WorkloadKey) -> None:
-        now = self._clock()
-        self._used[wl] = now
-        self._used.move_to_end(wl)
-        self.expire(now)
 
     def expire(self, now: float | None = None) -> int:
         """Drop the memos idle for ``idle_seconds`` (O(1) per dropped memo); how many were dropped."""
         cutoff = (self._clock() if now is None else now) - self.idle_seconds
         dropped = 0
-        while self._used:
-            wl, used = next(iter(self._used.items()))
+        while self._memos:
+            wl, (_, used) = next(iter(self._memos.items()))
             if used > cutoff:
                 break
-            del self._used[wl]
-            self._memos.pop(wl, None)
+            del self._memos[wl]
             dropped += 1
         return dropped
 

@@ -100,6 +100,13 @@ def _member(value: str, key: tuple[str, str]) -> str | tuple[str, str]:
     return key
 
 
+def _flat(by_ns: dict[str, dict[str, Obj]]) -> Iterator[tuple[tuple[str, str], Obj]]:
+    """((namespace, name), object) of a namespace -> name -> object map."""
+    for ns, ns_items in by_ns.items():
+        for name, obj in ns_items.items():
+            yield (ns, name), obj
+
+
 class Informer:
     """Cache of one resource (optionally one namespace / selectors). Start with :meth:`start`."""
 
@@ -163,9 +170,7 @@ class Informer:
         return list(self._by_ns.get(namespace, {}).values())
 
     def _items(self) -> Iterator[tuple[tuple[str, str], Obj]]:
-        for ns, ns_items in self._by_ns.items():
-            for name, obj in ns_items.items():
-                yield (ns, name), obj
+        return _flat(self._by_ns)
 
     def keys(self) -> builtins.list[tuple[str, str]]:
         """(namespace, name) of every cached object."""
@@ -397,7 +402,7 @@ class Informer:
         self._lists += 1
         if self._lists > 1 and self.metrics is not None:
             self.metrics.relists.labels(resource=self.resource.plural).inc()
-        old = dict(self._items())
+        old = self._by_ns  # replaced, not changed, by _install: the handlers' view until the events are out
         by_ns, indexes = await self._build_views(items)  # readers keep the old, consistent cache meanwhile
         self._install(items, by_ns, indexes)
         self._rv, self._need_list = rv, False
@@ -444,7 +449,9 @@ class Informer:
         for name, func in list(self._index_funcs.items()):
             self.add_index(name, func)
 
-    async def _emit_differences(self, old: dict[tuple[str, str], Obj], new: dict[tuple[str, str], Obj]) -> None:
+    async def _emit_differences(
+        self, old: dict[str, dict[str, Obj]], new: dict[tuple[str, str], Obj]
+    ) -> None:
         """Emit what a LIST changed, yielding to the loop every ``emit_chunk`` events: the first LIST of
         100,000 pods would otherwise run 100,000 handler calls (owner walks) in one go and stall probes,
         watches and Lease renewals for seconds. Interrupted (cancelled), the cache is rolled back to what
@@ -453,16 +460,17 @@ class Informer:
         step = 4 * self.emit_chunk
         try:
             for i, (key, obj) in enumerate(new.items()):
-                prev = old.get(key)
+                old_ns = old.get(key[0])
+                prev = old_ns.get(key[1]) if old_ns is not None else None
                 if prev is None or _rv(prev) != _rv(obj):
                     pending.append((key, obj, prev))
                 if i % step == step - 1:
                     await asyncio.sleep(0)
         except BaseException:  # nothing emitted yet: the handlers have seen the old cache
-            self._replace_store(old)
+            self._replace_store(dict(_flat(old)))
             self._need_list = True
             raise
-        pending += [(key, None, prev) for key, prev in old.items() if key not in new]
+        pending += [(key, None, prev) for key, prev in _flat(old) if key not in new]
         done = 0
         try:
             for _, new_obj, prev in pending:

@@ -95,7 +95,7 @@ def test_an_invalidated_memo_leaves_no_entry_behind() -> None:
     for i in range(1000):
         memos.put(_wl(f"w{i}"), WorkloadMemo("jobset", None))
         memos.invalidate(_wl(f"w{i}"))
-    assert len(memos) == 0 and not memos._used
+    assert len(memos) == 0 and not memos._memos
     memos.put(_wl("kept"), WorkloadMemo("jobset", None))
     clock.now += 11
     assert memos.expire() == 1 and len(memos) == 0
