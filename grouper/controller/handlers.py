@@ -129,6 +129,7 @@ class EventHandlers:
             wl = self.index.remove_pod(key)
             self.store.forget_pod(*key)
             if wl is not None:
+                self.memo.touch(wl, key[1])
                 self.queue.add(wl)
             return
         if echo:
@@ -148,7 +149,9 @@ class EventHandlers:
         if wl is None:
             return  # parked until the owner kind's informer is up
         prev = self.index.set_pod(key, wl)
+        self.memo.touch(wl, key[1])
         if prev is not None:
+            self.memo.touch(prev, key[1])
             self.queue.add(prev)
         if new and _grouped_before(pod):
             # listed after a restart or a re-list, already in a PodGroup: a re-check, behind new work
@@ -278,10 +281,14 @@ class EventHandlers:
             self.changed(wl)
         if etype == ADDED:
             self.arrived(absent_key_of(pg))
+            owners = {str(r.get("uid") or "") for r in o.owner_references(pg)}
             for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
                 ns, _, base = prefix.partition("/")
                 for wl in self.index.workloads_reading(named_key(ns, base)):
-                    self.changed(wl)
+                    # A workload's own new PodGroup is what its decisions made (when its echo beats our
+                    # create's answer, it is not recognised as one): deciding again would find the same
+                    if not self.memo.made(wl, o.name(pg), owners):
+                        self.changed(wl)
 
     def on_namespace(self, etype: str, ns: Obj, old: Obj | None) -> None:
         if etype != ADDED:

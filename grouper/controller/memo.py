@@ -77,19 +77,18 @@ class Group:
     """One decided PodGroup: the newest pod's view (``metadata``), that pod, and whether pods disagreed."""
 
     metadata: PodGroupMetadata
-    spec: dict[str, Any]
     newest: tuple[str, str]
     disagree: bool = False
     # (resourceVersion, member pods) once this view was written (or found) as it is and recorded; None: not yet
     written: tuple[str, tuple[str, ...]] | None = None
+    members: set[str] = field(default_factory=set)  # names of the pods placed in it
 
     def offer(self, md: PodGroupMetadata, key: tuple[str, str]) -> None:
         """Another pod's view of this PodGroup: the newer view wins; a different spec is noted."""
-        spec = md.spec()
-        if spec != self.spec:
+        if not md.same_spec(self.metadata):
             self.disagree = True
         if key > self.newest:
-            self.metadata, self.spec, self.newest = md.for_keeping(), spec, key
+            self.metadata, self.newest = md.for_keeping(), key
             self.written = None
 
 
@@ -99,6 +98,29 @@ class WorkloadMemo:
     workload_ref: OwnerRef | None
     members: dict[str, Member] = field(default_factory=dict)  # pod name -> its place
     groups: dict[str, Group] = field(default_factory=dict)  # PodGroup name -> its view
+    # The pods to look at on the next pass: those with a watch event since this pass began, whose decision
+    # failed, or whose mark is not confirmed yet. Every other pod is as the memo has it, so a pass costs
+    # O(pods in here), not O(pods of the workload).
+    dirty: set[str] = field(default_factory=set)
+    terminal: set[str] = field(default_factory=set)  # its pods that finished (counted, not decided)
+    cleanup_owed: bool = False  # a pass skipped deleting replaced PodGroups: the next looks at every pod
+
+    def place(self, name: str, member: Member) -> None:
+        """Put ``name`` at ``member``'s place (its PodGroup's member set follows)."""
+        self.unplace(name)
+        self.members[name] = member
+        if member.pod_group is not None:
+            group = self.groups.get(member.pod_group)
+            if group is not None:
+                group.members.add(name)
+
+    def unplace(self, name: str) -> Member | None:
+        old = self.members.pop(name, None)
+        if old is not None and old.pod_group is not None:
+            group = self.groups.get(old.pod_group)
+            if group is not None:
+                group.members.discard(name)
+        return old
 
 
 IDLE_SECONDS = 120.0
@@ -132,6 +154,20 @@ class DecisionMemo:
         self._memos[wl] = (memo, now)
         self._memos.move_to_end(wl)
         self.expire(now)
+
+    def touch(self, wl: WorkloadKey, pod: str) -> None:
+        """A watch event of ``pod`` of ``wl``: its next pass looks at it (not counted as a use)."""
+        entry = self._memos.get(wl)
+        if entry is not None:
+            entry[0].dirty.add(pod)
+
+    def made(self, wl: WorkloadKey, pod_group: str, owners: set[str]) -> bool:
+        """Whether ``pod_group``, owned by ``owners``, is one the kept decisions of ``wl`` made."""
+        entry = self._memos.get(wl)
+        if entry is None:
+            return False
+        memo = entry[0]
+        return memo.workload_ref is not None and memo.workload_ref.uid in owners and pod_group in memo.groups
 
     def invalidate(self, wl: WorkloadKey) -> None:
         self._memos.pop(wl, None)

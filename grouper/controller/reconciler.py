@@ -146,20 +146,20 @@ def memo_of(
     pods: dict[str, Obj],
 ) -> WorkloadMemo:
     memo = WorkloadMemo(plugin, workload_ref)
-    for pod, d in mine:
-        if d.outcome == "error":
-            continue
-        grouped = d.outcome == "grouped" and d.pod_group is not None
-        memo.members[d.pod_name] = Member(
-            decision_signature(pod), d.pod_group.name if grouped and d.pod_group else None, d.sub_group, _rv(pod)
-        )
     for m in merged:
         newest = m.decisions[-1]  # merge order: creation time, then name
         assert newest.pod_group is not None
         memo.groups[m.metadata.name] = Group(
-            newest.pod_group.for_keeping(), m.metadata.spec(), creation_key(pods[newest.pod_name]),
-            disagree=bool(m.notes),
+            newest.pod_group.for_keeping(), creation_key(pods[newest.pod_name]), disagree=bool(m.notes)
         )
+    for pod, d in mine:
+        if d.outcome == "error":
+            memo.dirty.add(d.pod_name)  # decided again on the next pass, like every failed decision
+            continue
+        grouped = d.outcome == "grouped" and d.pod_group is not None
+        memo.place(d.pod_name, Member(
+            decision_signature(pod), d.pod_group.name if grouped and d.pod_group else None, d.sub_group, _rv(pod)
+        ))
     return memo
 
 
@@ -177,10 +177,17 @@ class _Plan:
 
     plugin: str
     workload_ref: OwnerRef | None
-    pods: dict[str, Obj]  # the workload's live pods by name
+    pods: dict[str, Obj]  # the live pods looked at in this pass, by name (all of them on the full path)
     decided: list[tuple[Obj, Decision]]
     groups: list[_PlannedGroup]
-    placement: dict[str, tuple[str, str | None]]  # pod name -> (PodGroup, sub-group)
+    placement: dict[str, tuple[str, str | None]]  # pod name -> (PodGroup, sub-group), of the pods looked at
+    count: int = -1  # the workload's live pods (-1: as many as ``pods``)
+    memo: WorkloadMemo | None = None  # kept for the next pass; told what this pass left unsettled
+    complete: bool = True  # ``pods`` is every live pod of the workload
+
+    @property
+    def live(self) -> int:
+        return len(self.pods) if self.count < 0 else self.count
 
 
 class Reconciler:
@@ -223,12 +230,12 @@ class Reconciler:
 
     # ------------------------------------------------------------------ the steps
 
-    def _live_pods(self, wl: WorkloadKey) -> tuple[list[Obj], int] | None:
-        """Pods to decide (sorted by name) and how many terminal ones were skipped; None if none are left."""
+    def _live_pods(self, wl: WorkloadKey) -> tuple[list[Obj], set[str]] | None:
+        """Pods to decide (sorted by name) and the terminal ones skipped; None if none are left."""
         pods_inf = self.cache.informer(POD)
         assert pods_inf is not None
         live: list[Obj] = []
-        terminal = 0
+        terminal: set[str] = set()
         keys = self.index.pods_of(wl)
         for key in keys:
             pod = pods_inf.get(*key)
@@ -236,7 +243,7 @@ class Reconciler:
                 self.index.remove_pod(key)
                 self.store.forget_pod(*key)
             elif is_terminal(pod):
-                terminal += 1
+                terminal.add(key[1])
             elif self.cache.namespace_allowed(key[0]):
                 live.append(pod)
         if not live and not terminal:
@@ -294,26 +301,29 @@ class Reconciler:
         return all(r != "error" for r in results)
 
     async def _reconcile(self, wl: WorkloadKey) -> Result:
-        found = self._live_pods(wl)
-        if found is None:
-            self.index.forget(wl)
-            self.store.forget_workload(str(wl))
-            self.memo.invalidate(wl)
-            return Result("ok")
-        pods, terminal = found
-        plan = await self._plan_incremental(wl, pods)
+        memo = self.memo.get(wl)
+        plan = await self._plan_incremental(wl, memo) if memo is not None else None
+        terminal = len(memo.terminal) if plan is not None and memo is not None else 0
         if plan is None:
-            full = await self._plan_full(wl, pods)
+            found = self._live_pods(wl)
+            if found is None:
+                self.index.forget(wl)
+                self.store.forget_workload(str(wl))
+                self.memo.invalidate(wl)
+                return Result("ok")
+            pods, terminal_pods = found
+            full = await self._plan_full(wl, pods, terminal_pods)
             if isinstance(full, Result):
                 return full
-            plan = full
+            plan, terminal = full, len(terminal_pods)
         return await self._apply(wl, plan, terminal)
 
     # ------------------------------------------------------------------ deciding: all pods, or what changed
 
-    async def _plan_full(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | Result:
+    async def _plan_full(self, wl: WorkloadKey, pods: list[Obj], terminal: set[str]) -> _Plan | Result:
         """Decide every live pod of the workload and merge per PodGroup; remember it for the next pass."""
         self.memo.invalidate(wl)
+        self.metrics.pods_examined.labels(path="full").inc(len(pods))
         decided, lookups = await self._decide(wl, pods)
         self.metrics.decisions.labels(path="full").inc(len(pods))
         if lookups.misses:
@@ -350,20 +360,50 @@ class Reconciler:
         )
         if wl.kind != "Pod" and not lookups.listed_pods:
             memo = memo_of(plugin, workload_ref, mine, merged, pods_by_name)
+            memo.terminal = terminal
+            # Pods that arrived or changed while deciding had no memo to note their events in
+            pods_inf = self.cache.informer(POD)
+            assert pods_inf is not None
+            for ns, name in self.index.pods_of(wl):
+                member, now = memo.members.get(name), pods_inf.get(ns, name)
+                if (now is None or member is None or member.version != _rv(now)) and name not in terminal:
+                    memo.dirty.add(name)
             self.memo.put(wl, memo)
+            plan.memo = memo
             for g in plan.groups:
                 g.kept = memo.groups.get(g.metadata.name)
         return plan
 
-    async def _plan_incremental(self, wl: WorkloadKey, pods: list[Obj]) -> _Plan | None:
-        """Decide only the pods that are new or changed since the last pass, and place them into the
-        PodGroups decided then. None when that cannot give the same answer as deciding everything (the
-        memo is gone, a PodGroup's deciding pod left or changed, a decision moved or read other pods)."""
-        memo = self.memo.get(wl)
-        if memo is None:
-            return None
-        live = {o.name(p): p for p in pods}
-        gone = [name for name in memo.members if name not in live]
+    async def _plan_incremental(self, wl: WorkloadKey, memo: WorkloadMemo) -> _Plan | None:
+        """Look only at the pods with an event since the last pass (and those it left unsettled): decide
+        the new or changed ones and place them into the PodGroups decided before. None when that cannot
+        give the same answer as deciding everything (a PodGroup's deciding pod left or changed, a decision
+        moved or read other pods, no pod is left)."""
+        pods_inf = self.cache.informer(POD)
+        assert pods_inf is not None
+        dirty, memo.dirty = memo.dirty, set()  # events from here on are the next pass's
+        self.metrics.pods_examined.labels(path="incremental").inc(len(dirty))
+        live: dict[str, Obj] = {}
+        gone: list[str] = []
+        for name in sorted(dirty):
+            key = (wl.namespace, name)
+            pod = pods_inf.get(*key)
+            if pod is None:
+                if self.index.workload_of(key) == wl:
+                    self.index.remove_pod(key)
+                    self.store.forget_pod(*key)
+                memo.terminal.discard(name)
+                gone.append(name)
+            elif self.index.workload_of(key) != wl:
+                memo.terminal.discard(name)
+                gone.append(name)  # it belongs to another workload now
+            elif is_terminal(pod):
+                memo.terminal.add(name)
+                gone.append(name)
+            elif self.cache.namespace_allowed(key[0]):
+                live[name] = pod
+            else:
+                gone.append(name)
         fresh: list[tuple[Obj, int]] = []
         for name, pod in live.items():
             member = memo.members.get(name)
@@ -378,8 +418,8 @@ class Reconciler:
                 return self._fall_back(wl)
             fresh.append((pod, sig))
         for name in gone:
-            member = memo.members[name]
-            if member.pod_group is not None and _decides(memo, member, name):
+            member = memo.members.get(name)
+            if member is not None and member.pod_group is not None and _decides(memo, member, name):
                 return self._fall_back(wl)
         decided: list[tuple[Obj, Decision]] = []
         if fresh:
@@ -394,28 +434,33 @@ class Reconciler:
                 deps.update(decision_dependencies(pod, d))
             self.index.add_dependencies(wl, deps)
         for name in gone:
-            memo.members.pop(name, None)
+            memo.unplace(name)
+        errors: set[str] = set()
         for (pod, sig), (_, d) in zip(fresh, decided, strict=True):
             name = o.name(pod)
             if d.outcome == "error":
-                memo.members.pop(name, None)  # decided again next time, like every failed decision
+                memo.unplace(name)
+                memo.dirty.add(name)  # decided again next time, like every failed decision
+                errors.add(name)
                 continue
             if d.outcome == "grouped" and d.pod_group is not None:
                 group = memo.groups.get(d.pod_group.name)
                 if group is None:
-                    memo.groups[d.pod_group.name] = Group(
-                        d.pod_group.for_keeping(), d.pod_group.spec(), creation_key(pod)
-                    )
+                    memo.groups[d.pod_group.name] = Group(d.pod_group.for_keeping(), creation_key(pod))
                 else:
                     group.offer(d.pod_group, creation_key(pod))
-                memo.members[name] = Member(sig, d.pod_group.name, d.sub_group, _rv(pod))
+                memo.place(name, Member(sig, d.pod_group.name, d.sub_group, _rv(pod)))
             else:
-                memo.members[name] = Member(sig, None, None, _rv(pod))
+                memo.place(name, Member(sig, None, None, _rv(pod)))
             if d.plugin:
                 memo.plugin = d.plugin
             if d.top_owner is not None:
                 memo.workload_ref = d.top_owner
-        return self._plan_of_memo(wl, memo, live, decided)
+        if not memo.members and not errors:
+            return self._fall_back(wl)  # nothing left to place: the full path forgets or reports it
+        if memo.workload_ref is None:
+            return self._fall_back(wl)
+        return self._plan_of_memo(wl, memo, live, decided, errors)
 
     def _fall_back(self, wl: WorkloadKey) -> _Plan | None:
         """Forget what was kept: the caller decides every pod again."""
@@ -423,34 +468,46 @@ class Reconciler:
         return None
 
     def _plan_of_memo(
-        self, wl: WorkloadKey, memo: WorkloadMemo, live: dict[str, Obj], decided: list[tuple[Obj, Decision]]
+        self,
+        wl: WorkloadKey,
+        memo: WorkloadMemo,
+        live: dict[str, Obj],
+        decided: list[tuple[Obj, Decision]],
+        errors: set[str],
     ) -> _Plan:
-        errors = {o.name(p) for p, d in decided if d.outcome == "error"}
-        members: dict[str, list[str]] = {}
+        """The plan of a pass that looked at ``live`` only: every PodGroup of the workload (a member set
+        each, kept up to date), placements of the pods looked at."""
         placement: dict[str, tuple[str, str | None]] = {}
-        for name in sorted(memo.members):
-            m = memo.members[name]
-            if m.pod_group is not None:
-                members.setdefault(m.pod_group, []).append(name)
+        pods: dict[str, Obj] = {}
+        for name, pod in live.items():
+            m = memo.members.get(name)
+            if m is not None or name in errors:
+                pods[name] = pod
+            if m is not None and m.pod_group is not None:
                 placement[name] = (m.pod_group, m.sub_group)
-        for pg in [pg for pg in memo.groups if pg not in members]:
+        for pg in [pg for pg, g in memo.groups.items() if not g.members]:
             del memo.groups[pg]  # no pod names it any more
         groups: list[_PlannedGroup] = []
-        for pg in sorted(members):
+        for pg in sorted(memo.groups):
             g = memo.groups[pg]
-            md = g.metadata.copy_without_pods()
-            by_sg = {sg.name: sg for sg in md.sub_groups}
-            for name in members[pg]:
-                sub = memo.members[name].sub_group
-                if sub and sub in by_sg:
-                    by_sg[sub].pods.append(name)
+            names = sorted(g.members)
+            md = g.metadata  # written as it is (no pod lists); the upstream backend needs them filled
+            if self.upstream is not None:
+                md = md.copy_without_pods()
+                by_sg = {sg.name: sg for sg in md.sub_groups}
+                for name in names:
+                    sub = memo.members[name].sub_group
+                    if sub and sub in by_sg:
+                        by_sg[sub].pods.append(name)
             notes = (
                 [f"pods disagree on the spec; used the view of the newest pod {wl.namespace}/{g.newest[1]}"]
                 if g.disagree else []
             )
-            groups.append(_PlannedGroup(md, members[pg], notes, g))
-        pods = {name: pod for name, pod in live.items() if name in memo.members or name in errors}
-        return _Plan(memo.plugin, memo.workload_ref, pods, decided, groups, placement)
+            groups.append(_PlannedGroup(md, names, notes, g))
+        return _Plan(
+            memo.plugin, memo.workload_ref, pods, decided, groups, placement,
+            count=len(memo.members) + len(errors), memo=memo, complete=False,
+        )
 
     # ------------------------------------------------------------------ writing what was decided
 
@@ -458,10 +515,12 @@ class Reconciler:
         plugin = plan.plugin
         result = Result("ok", plugin=plugin)
         workload_ref = plan.workload_ref
-        first_pod = plan.pods[min(plan.pods)] if plan.pods else None
-        if first_pod is None:
+        if workload_ref is not None:
+            workload_obj = _involved(workload_ref, wl.namespace)
+        elif plan.pods:
+            workload_obj = _pod_involved(plan.pods[min(plan.pods)])
+        else:
             return result
-        workload_obj = _involved(workload_ref, wl.namespace) if workload_ref is not None else _pod_involved(first_pod)
         lookups = self.cache.lookups()
 
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
@@ -532,6 +591,9 @@ class Reconciler:
                     todo.append((pod, pg, sub))
                 else:
                     self._note_unchanged(pod)
+        memo = plan.memo
+        if memo is not None:  # placed in a PodGroup that is not written as decided: look again next pass
+            memo.dirty.update(name for name, (pg, _) in plan.placement.items() if pg not in ok_groups)
         outcomes = await asyncio.gather(*(self._patch(pod, pg, sub) for pod, pg, sub in todo), return_exceptions=True)
         for (pod, _, _), out in zip(todo, outcomes, strict=True):
             if isinstance(out, NotLeader):
@@ -539,6 +601,8 @@ class Reconciler:
             if isinstance(out, BaseException) and not isinstance(out, ApiError):
                 raise out
             if isinstance(out, ApiError):
+                if memo is not None:
+                    memo.dirty.add(o.name(pod))
                 msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
                 self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
                 result.errors.append(msg)
@@ -555,8 +619,16 @@ class Reconciler:
             and not awaiting_cache
             and self.upstream is None
         ):
-            owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}  # per-pod PodGroups: owned by pods
+            # per-pod PodGroups are owned by pods: those looked at in this pass (the others were looked at
+            # when they were, unless that pass skipped this step)
+            owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
+            if memo is not None and memo.cleanup_owed and not plan.complete:
+                owners |= self._member_uids(wl, memo)
             result.written += await self._delete_replaced(wl, owners, {g.metadata.name for g in plan.groups})
+            if memo is not None:
+                memo.cleanup_owed = False
+        elif memo is not None:
+            memo.cleanup_owed = True
 
         if result.errors:
             result.status = "error" if transient_errors else "failed"
@@ -566,7 +638,7 @@ class Reconciler:
             result.status, result.retry_after = "later", AWAIT_GC_SECONDS
         self.store.record_workload(
             str(wl),
-            pods=len(plan.pods),
+            pods=plan.live,
             terminalPods=terminal,
             podGroups=sorted(ok_groups),
             plugin=plugin,
@@ -590,7 +662,7 @@ class Reconciler:
                 try:
                     async with self._group_sem:
                         if self.upstream is not None:
-                            members = [plan.pods[name] for name in g.pods]
+                            members = self._pods_named(wl, plan, g.pods)
                             op, up = await self.upstream.apply(md, members)
                             desired, notes = upstream_desired(up), [*g.notes, *up.notes]
                         else:
@@ -602,6 +674,22 @@ class Reconciler:
                 error=error,
             )
         return op, error, error is not None and op is None and not problems
+
+    def _pods_named(self, wl: WorkloadKey, plan: _Plan, names: list[str]) -> list[Obj]:
+        """The named pods: looked at in this pass, else as the cache has them."""
+        pods_inf = self.cache.informer(POD)
+        out: list[Obj] = []
+        for name in names:
+            pod = plan.pods.get(name) or (pods_inf.get(wl.namespace, name) if pods_inf is not None else None)
+            if pod is not None:
+                out.append(pod)
+        return out
+
+    def _member_uids(self, wl: WorkloadKey, memo: WorkloadMemo) -> set[str]:
+        pods_inf = self.cache.informer(POD)
+        if pods_inf is None:
+            return set()
+        return {o.uid(p) for p in (pods_inf.get(wl.namespace, n) for n in memo.members) if p is not None}
 
     def _stored(self, g: _PlannedGroup) -> tuple[str, tuple[str, ...]] | None:
         """(resourceVersion of the PodGroup as it is now, its planned members); None when it is not stored."""

@@ -124,8 +124,9 @@ class PodGroupMetadata:
 
     def for_keeping(self) -> PodGroupMetadata:
         """The metadata without what only explains a decision (provenance: the decision's record has it)
-        and without pod lists: what the controller keeps between reconciles to write the PodGroup again."""
-        return replace(self, provenance={}, sub_groups=[replace(sg, pods=[]) for sg in self.sub_groups])
+        and without pod lists: what the controller keeps between reconciles to write the PodGroup again.
+        Sub-groups without pods are kept as they are (shared, never changed), the rest copied."""
+        return replace(self, provenance={}, sub_groups=[replace(sg, pods=[]) if sg.pods else sg for sg in self.sub_groups])
 
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""
@@ -136,6 +137,22 @@ class PodGroupMetadata:
 
     def spec(self) -> dict[str, Any]:
         """The PodGroup ``spec`` exactly as it should be stored (normalized: unset fields omitted)."""
+        spec = self._spec_head()
+        if self.sub_groups:
+            spec["subGroups"] = [sg.to_spec() for sg in self.sub_groups]
+        return spec
+
+    def same_spec(self, other: PodGroupMetadata) -> bool:
+        """``self.spec() == other.spec()``, without building the specs of sub-groups both share (the
+        pods of a JobSet share all but one of its sub-groups: 126 for 125 replicas)."""
+        if len(self.sub_groups) != len(other.sub_groups):
+            return False
+        for a, b in zip(self.sub_groups, other.sub_groups, strict=True):
+            if a is not b and a.to_spec() != b.to_spec():
+                return False
+        return self._spec_head() == other._spec_head()
+
+    def _spec_head(self) -> dict[str, Any]:
         spec: dict[str, Any] = {}
         if self.min_sub_group is not None:
             spec["minSubGroup"] = self.min_sub_group
@@ -155,8 +172,6 @@ class PodGroupMetadata:
         # Go type), so a KAI podgrouper taking over our PodGroups finds nothing to rewrite. Readers that
         # compare (the writer) treat an absent constraint and ``{}`` as equal.
         spec["topologyConstraint"] = self.topology.to_dict()
-        if self.sub_groups:
-            spec["subGroups"] = [sg.to_spec() for sg in self.sub_groups]
         return spec
 
     def to_object(self) -> dict[str, Any]:

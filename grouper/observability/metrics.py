@@ -35,6 +35,13 @@ class Metrics:
             ["path"],
             registry=r,
         )
+        self.pods_examined = Counter(
+            f"{PREFIX}_pods_examined_total",
+            "Pods a reconcile looked at, by path: full (every pod of the workload) or incremental (only pods "
+            "with a watch event since the workload's last reconcile, or left unsettled by it).",
+            ["path"],
+            registry=r,
+        )
         self.reconcile_duration = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Time to reconcile one workload (decide, write PodGroups, patch pods).",

@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from grouper.core.context import GroupingContext
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, dig, name, namespace, uid
@@ -92,8 +94,7 @@ class JobSetGrouper:
         md.min_member = None
         md.min_sub_group, md.provenance["minSubGroup"] = _root_min_sub_group(js, len(rjobs))
         md.provenance["minMember"] = "not set: the root uses minSubGroup"
-        md.sub_groups = _sub_groups(js, rjobs)
-        _route_pod(pod, md.sub_groups)
+        md.sub_groups = _route_pod(pod, *_shared_sub_groups(js, rjobs))
         md.provenance["subGroups"] = (
             f"replicatedJobs of {describe(js)}; pod routed by labels {REPLICATED_JOB_LABEL} and {JOB_INDEX_LABEL}"
         )
@@ -145,6 +146,36 @@ def _sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> list[SubGroup]:
     return out
 
 
+# The sub-groups are a function of the replicatedJobs alone, the same for every pod of the JobSet: 126 of
+# them for 125 replicas, built and checked once per pod before. Kept by the fields they are made of
+# (content, not identity: an object changed in place gets its own entry); each pod's metadata shares
+# the kept objects except the sub-group it joins, a copy naming the pod (nothing changes a decision's
+# sub-groups after it is made: merging copies them). Cleared when full.
+_SHARED: dict[bytes, tuple[tuple[SubGroup, ...], dict[str, int]]] = {}
+_SHARED_SIZE = 64
+
+
+def _shared_sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> tuple[tuple[SubGroup, ...], dict[str, int]]:
+    """The JobSet's sub-groups (shared: never change them) and each one's index by name."""
+    try:
+        key = orjson.dumps([
+            [rj.get("name"), rj.get("replicas"), dig(rj, "template", "spec", "parallelism"),
+             dig(rj, "template", "metadata", "annotations")]
+            for rj in rjobs
+        ])
+    except TypeError:  # not JSON (a hand-built object): built alone
+        key = b""
+    shared = _SHARED.get(key) if key else None
+    if shared is None:
+        groups = tuple(_sub_groups(js, rjobs))
+        shared = groups, {sg.name: i for i, sg in reversed(list(enumerate(groups)))}
+        if key:
+            if len(_SHARED) >= _SHARED_SIZE:
+                _SHARED.clear()
+            _SHARED[key] = shared
+    return shared
+
+
 def _template_annotations(js: Obj, i: int) -> dict[str, str]:
     return annotations_at(js, "spec", "replicatedJobs", i, "template", "metadata", "annotations")
 
@@ -169,14 +200,21 @@ def _leaf_topology(js: Obj, i: int) -> TopologyConstraint | None:
     return TopologyConstraint(topology=topology, required_level=required, preferred_level=preferred)
 
 
-def _route_pod(pod: Obj, sub_groups: list[SubGroup]) -> None:
+def _route_pod(pod: Obj, sub_groups: tuple[SubGroup, ...], index: dict[str, int]) -> list[SubGroup]:
+    """The sub-groups with the pod's leaf replaced by a copy that lists the pod."""
     rj = required_label(pod, REPLICATED_JOB_LABEL)
     idx = required_label(pod, JOB_INDEX_LABEL)
     leaf = f"{rj}-replica-{idx}"
-    for sg in sub_groups:
+    if len(index) == len(sub_groups):  # unique names: the first match in order is one of two
+        hits = [index[n] for n in (leaf, rj) if n in index]
+    else:  # duplicates (the PodGroup rules reject them next): route as by a scan
+        hits = list(range(len(sub_groups)))
+    for i in sorted(hits):
+        sg = sub_groups[i]
         if sg.name == leaf or (sg.name == rj and sg.min_sub_group is None and sg.parent is None):
-            sg.pods.append(name(pod))
-            return
+            out = list(sub_groups)
+            out[i] = replace(sg, pods=[name(pod)])
+            return out
     raise InvalidWorkload(
         f'no sub-group "{leaf}" for labels {REPLICATED_JOB_LABEL}={rj!r}, {JOB_INDEX_LABEL}={idx!r}: '
         "the replicatedJob or the index is not in the JobSet",

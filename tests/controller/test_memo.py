@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from grouper.controller.memo import DecisionMemo, Group, WorkloadMemo, decision_signature
+from grouper.controller.memo import DecisionMemo, Group, Member, WorkloadMemo, decision_signature
 from grouper.controller.workloads import WorkloadKey
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
 
@@ -50,7 +50,7 @@ def metadata(min_member: int) -> PodGroupMetadata:
 
 
 def test_a_newer_view_wins_and_a_different_spec_is_noted() -> None:
-    g = Group(metadata(2), metadata(2).spec(), ("2026-12-01T10:00:00Z", "a"))
+    g = Group(metadata(2), ("2026-12-01T10:00:00Z", "a"))
     g.offer(metadata(2), ("2026-12-01T10:00:00Z", "b"))
     assert (g.newest[1], g.disagree) == ("b", False)
     g.offer(metadata(3), ("2026-12-01T09:00:00Z", "old"))  # older pod, other view: noted, not used
@@ -99,3 +99,37 @@ def test_an_invalidated_memo_leaves_no_entry_behind() -> None:
     memos.put(_wl("kept"), WorkloadMemo("jobset", None))
     clock.now += 11
     assert memos.expire() == 1 and len(memos) == 0
+
+
+def test_a_pod_event_marks_the_pod_for_the_next_pass_only_when_a_memo_is_kept() -> None:
+    memos = DecisionMemo()
+    memos.touch(_wl("a"), "p0")  # nothing kept: the next pass decides every pod anyway
+    memo = WorkloadMemo("jobset", None)
+    memos.put(_wl("a"), memo)
+    memos.touch(_wl("a"), "p1")
+    memos.touch(_wl("b"), "p2")
+    assert memo.dirty == {"p1"} and len(memos) == 1
+
+
+def test_placing_a_pod_keeps_the_member_sets_of_its_podgroups() -> None:
+    memo = WorkloadMemo("jobset", None)
+    memo.groups["pg-a"] = Group(metadata(1), ("t", "x"))
+    memo.groups["pg-b"] = Group(metadata(1), ("t", "y"))
+    memo.place("x", Member(1, "pg-a", None))
+    memo.place("y", Member(2, "pg-a", None))
+    memo.place("y", Member(3, "pg-b", None))  # decided again into another PodGroup
+    memo.place("z", Member(4, None, None))  # not grouped
+    assert (memo.groups["pg-a"].members, memo.groups["pg-b"].members) == ({"x"}, {"y"})
+    assert memo.unplace("x") == Member(1, "pg-a", None) and memo.unplace("gone") is None
+    assert memo.groups["pg-a"].members == set() and set(memo.members) == {"y", "z"}
+
+
+def test_a_podgroup_made_by_the_kept_decisions_is_told_apart_from_any_other() -> None:
+    memos = DecisionMemo()
+    memo = WorkloadMemo("jobset", OwnerRef("jobset.x-k8s.io/v1alpha2", "JobSet", "a", "uid-a"))
+    memo.groups["pg-a-uid-a"] = Group(metadata(1), ("t", "x"))
+    memos.put(_wl("a"), memo)
+    assert memos.made(_wl("a"), "pg-a-uid-a", {"uid-a"})
+    assert not memos.made(_wl("a"), "pg-a-uid-a-flat", {"uid-a"}), "not one it decided"
+    assert not memos.made(_wl("a"), "pg-a-uid-a", {"uid-other"}), "owned by another object"
+    assert not memos.made(_wl("b"), "pg-a-uid-a", {"uid-a"}), "no memo"

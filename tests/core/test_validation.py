@@ -98,3 +98,18 @@ def test_counts_must_fit_in_int32() -> None:
     sgs = [SubGroup("a", 2**31)]
     errs = validate_pod_group(md(min_member=None, min_sub_group=1, sub_groups=sgs))
     assert any("spec.subGroups[a].minMember must fit in int32" in e for e in errs)
+
+
+def test_a_kept_answer_is_the_answer_and_the_memo_stays_bounded() -> None:
+    from grouper.core import validation
+
+    bad = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("a", 1)])
+    first = validate_pod_group(bad)
+    assert first and validate_pod_group(bad) == first == validation._validate(bad)
+    first.append("changed by a caller")
+    assert validate_pod_group(bad) == validation._validate(bad), "callers get their own list"
+    renamed = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("b", 1)])
+    assert validate_pod_group(renamed) == []  # another key, its own answer
+    for i in range(validation._MEMO_SIZE + 5):
+        validate_pod_group(md(min_member=i + 1))
+    assert len(validation._MEMO) <= validation._MEMO_SIZE

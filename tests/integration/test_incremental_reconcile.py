@@ -98,3 +98,99 @@ def test_a_new_pod_is_decided_alone_and_an_owner_change_decides_all(
     grouper.wait_idle()
     assert decisions(grouper, "full") == full + 4
     assert decisions(grouper, "incremental") == incremental + 1
+
+
+def examined(g: GrouperThread, path: str) -> float:
+    value = g.metrics.registry.get_sample_value("podgrouper_pods_examined_total", {"path": path})
+    return value or 0.0
+
+
+def test_a_pass_looks_only_at_the_pods_with_an_event_and_still_repairs_a_stripped_mark(
+    kube: Kube, scoped: str, grouper: GrouperThread
+) -> None:
+    """O(new pods) per pass: with 12 pods grouped, a new pod costs a look at that pod alone; a mark
+    someone strips from an old pod is an event of that pod, so it is put back by a look at it alone."""
+    ns = scoped
+    owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(12))
+    kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
+    for index in range(11):
+        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", index))
+    name = f"pg-train-{owner['metadata']['uid']}"
+    wait_until(lambda: annotated(kube, ns, 12, SELECTOR), 30, what="12 annotated pods")
+    grouper.wait_idle()
+    full, incremental = examined(grouper, "full"), examined(grouper, "incremental")
+    assert full + incremental >= 12
+
+    # (a look may follow at our own patch of the pod, when the watch shows it before the patch answered)
+    kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", 11))
+    wait_until(lambda: annotated(kube, ns, 13, SELECTOR), 30, what="the new worker annotated")
+    grouper.wait_idle()
+    assert examined(grouper, "full") == full
+    assert 1 <= examined(grouper, "incremental") - incremental <= 2
+    incremental = examined(grouper, "incremental")
+
+    kube.patch(f"/api/v1/namespaces/{ns}/pods/train-worker-3", {"metadata": {"annotations": {ANNOTATION: None}}})
+    wait_until(lambda: annotated(kube, ns, 13, SELECTOR), 30, what="the stripped mark put back")
+    grouper.wait_idle()
+    assert examined(grouper, "full") == full
+    assert 1 <= examined(grouper, "incremental") - incremental <= 2
+    pod = kube.get(f"/api/v1/namespaces/{ns}/pods/train-worker-3")
+    assert pod["metadata"]["annotations"][ANNOTATION] == name
+
+
+def _refuse_podgroups(kube: Kube, ns: str) -> str:
+    """A ValidatingAdmissionPolicy that refuses creating PodGroups in ``ns``; returns its name once the
+    API server enforces it."""
+    name = f"no-podgroups-{ns}"
+    kube.create("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["scheduling.run.ai"], "apiVersions": ["*"],
+                                                         "operations": ["CREATE"], "resources": ["podgroups"]}]},
+                 "validations": [{"expression": "false", "message": "no PodGroups in this namespace"}]}})
+    kube.create("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}})
+    probe = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "probe"},
+             "spec": {"minMember": 1}}
+
+    def enforced() -> bool:
+        try:
+            kube.create(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups", probe)
+        except Exception:
+            return True
+        kube.delete(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/probe")
+        return False
+
+    wait_until(enforced, 30, what="the policy enforced")
+    return name
+
+
+def test_pods_left_unmarked_by_a_refused_podgroup_are_marked_once_it_is_written(
+    kube: Kube, scoped: str, grouper: GrouperThread
+) -> None:
+    """An admission policy refuses the PodGroup: its pods stay unmarked, and the retries (which look only
+    at the pods the failed pass left unsettled) mark every one of them once the policy is gone."""
+    ns = scoped
+    policy = _refuse_podgroups(kube, ns)
+    try:
+        owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(4))
+        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
+        for index in range(4):
+            kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", index))
+        wait_until(
+            lambda: (grouper.metrics.registry.get_sample_value(
+                "podgrouper_reconciles_total", {"result": "error", "plugin": "PyTorchJob Grouper"}) or 0) >= 2,
+            60, what="the refused PodGroup retried",
+        )
+        assert annotated(kube, ns, 5, SELECTOR) is None and not pod_groups(kube, ns)
+    finally:
+        kube.delete(f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{policy}")
+        kube.delete(f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{policy}")
+    ps = wait_until(lambda: annotated(kube, ns, 5, SELECTOR), 90, what="all 5 pods marked after the policy went")
+    name = f"pg-train-{owner['metadata']['uid']}"
+    assert {p["metadata"]["annotations"][ANNOTATION] for p in ps} == {name}
+    assert name in pod_groups(kube, ns)

@@ -376,3 +376,42 @@ def test_property_metadata_or_grouping_error(rjobs: Any, order: Any, js_ann: dic
     assert isinstance(md, PodGroupMetadata)
     assert (md.min_member is None) != (md.min_sub_group is None)
     md.to_object()
+
+
+# ---------------------------------------------------------------- shared sub-groups (one build per JobSet)
+
+
+def test_pods_of_one_jobset_share_its_sub_groups_but_each_lists_only_itself() -> None:
+    js = jobset(rjob("worker", replicas=3, parallelism=2))
+    a = run(js, js_pod("worker", "0", name="a"))
+    b = run(js, js_pod("worker", "2", name="b"))
+    assert a.sub_group_of("a") == "worker-replica-0" and a.sub_group_of("b") is None
+    assert b.sub_group_of("b") == "worker-replica-2" and b.sub_group_of("a") is None
+    assert [sg.pods for sg in a.sub_groups] == [[], ["a"], [], []]
+    assert a.sub_groups[2] is b.sub_groups[2], "the sub-group neither pod joins is one object"
+    assert a.spec() == b.spec() and a.same_spec(b)
+
+
+def test_a_jobset_changed_in_place_gets_sub_groups_of_its_new_content() -> None:
+    js = jobset(rjob("worker", replicas=2, parallelism=2))
+    before = run(js, js_pod("worker", "0"))
+    js["spec"]["replicatedJobs"][0]["replicas"] = 3
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 4
+    after = run(js, js_pod("worker", "2"))
+    assert [sg.name for sg in before.sub_groups] == ["worker", "worker-replica-0", "worker-replica-1"]
+    assert [(sg.name, sg.min_member) for sg in after.sub_groups][-1] == ("worker-replica-2", 4)
+    assert not before.same_spec(after)
+
+
+def test_same_spec_agrees_with_comparing_specs() -> None:
+    js = jobset(rjob("worker", replicas=2, parallelism=2), rjob("ps", replicas=1))
+    a = run(js, js_pod("worker", "0", name="a"))
+    other = run(jobset(rjob("worker", replicas=2, parallelism=3), rjob("ps", replicas=1)), js_pod("worker", "0"))
+    queued = run(js, js_pod("ps", "0", name="c"))
+    queued.queue = "team-b"
+    for x in (a, other, queued):
+        for y in (a, other, queued):
+            assert x.same_spec(y) == (x.spec() == y.spec())
+    kept = a.for_keeping()
+    assert all(not sg.pods for sg in kept.sub_groups) and a.sub_group_of("a") == "worker-replica-0"
+    assert kept.same_spec(a)
