@@ -180,6 +180,7 @@ class Controller:
             # as many pod patches in flight as PodGroup writes can be: a 1,000-pod workload is one
             # reconcile, and its patches are most of a burst's writes
             pod_patch_concurrency=settings.max_concurrent_reconciles,
+            readded=self.queue.readded,
         )
         self.handlers = EventHandlers(
             cache=self.cache,
@@ -271,7 +272,10 @@ class Controller:
         self.workers.start()
 
     async def stop_workers(self, *, drain: float = 0.0) -> None:
+        """Stop the workers, then the pod patches their passes handed on (within the same ``drain``)."""
+        t0 = time.monotonic()
         await self.workers.stop(drain=drain)
+        await self.reconciler.settle(max(0.0, drain - (time.monotonic() - t0)))
 
     async def shutdown(self, *, drain: float = 10.0) -> None:
         """Clean stop: no new work, drain in-flight reconciles, stop informers."""

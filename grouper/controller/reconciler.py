@@ -48,8 +48,9 @@ from grouper.writer.upstream import UpstreamWriter, upstream_desired
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-# ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader
-Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader"]
+# ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader |
+# handed_on (its pod patches still in flight, left to the next pass, which is already queued)
+Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader", "handed_on"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 AWAIT_GC_SECONDS = 5.0
 # A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
@@ -59,6 +60,10 @@ AWAIT_CACHE_SECONDS = 1.0
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_PODGROUP_INDEX = "pod-group"
 PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
+# A pass whose workload is queued again (new pods) while its patches are in flight leaves them to the
+# next pass once it has run this long: new pods are not held up behind a long pass, and a burst costs a
+# pass per this interval at most, not one per pod event (each costs O(pods with an event)).
+HAND_ON_AFTER = 0.1
 
 
 def podgroup_owner_uids(pg: Obj) -> list[str]:
@@ -164,6 +169,16 @@ def memo_of(
 
 
 @dataclass
+class _Flight:
+    """A pod patch in flight: started by one pass, collected by the first pass that finds it done."""
+
+    pod: Obj
+    pod_group: str
+    sub_group: str | None
+    task: asyncio.Task[Any]
+
+
+@dataclass
 class _PlannedGroup:
     metadata: PodGroupMetadata  # as it should be written, sub-groups listing their pods
     pods: list[str]
@@ -204,7 +219,10 @@ class Reconciler:
         deleted: DeletedOwners,
         memo: DecisionMemo | None = None,
         pod_patch_concurrency: int = 16,
+        readded: Callable[[WorkloadKey], asyncio.Future[None]] | None = None,
     ) -> None:
+        """``readded``: resolves when the workload being reconciled is queued again (the queue's
+        :meth:`~grouper.controller.queue.WorkQueue.readded`); without it a pass always waits for its patches."""
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.upstream = writers.upstream
@@ -216,6 +234,8 @@ class Reconciler:
         # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_patch_concurrency)
+        self.readded = readded
+        self._flights: dict[WorkloadKey, dict[str, _Flight]] = {}  # per workload, by pod name
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -307,6 +327,7 @@ class Reconciler:
         if plan is None:
             found = self._live_pods(wl)
             if found is None:
+                self._flights.pop(wl, None)  # their pods are gone; the tasks end on their own
                 self.index.forget(wl)
                 self.store.forget_workload(str(wl))
                 self.memo.invalidate(wl)
@@ -581,35 +602,41 @@ class Reconciler:
 
         # 3. pods, concurrently (bounded); only for PodGroups that exist as decided. The upstream backend
         # patches no pod: a pod joins its group by spec.schedulingGroup, set only at creation (the webhook).
-        todo: list[tuple[Obj, str, str | None]] = []
+        # Patches an earlier pass handed on are collected first: their failures are this pass's.
+        memo = plan.memo
+        if memo is not None:  # placed in a PodGroup that is not written as decided: look again next pass
+            memo.dirty.update(name for name, (pg, _) in plan.placement.items() if pg not in ok_groups)
+        flights = self._flights.setdefault(wl, {})
+        failed = self._collect(wl, flights, result)
+        started = time.monotonic()
         if self.upstream is None:
             for name, (pg, sub) in plan.placement.items():
                 if pg not in ok_groups:
                     continue
+                flight = flights.get(name)
+                if flight is not None and (flight.pod_group, flight.sub_group) == (pg, sub):
+                    continue  # on its way: a pass that handed on started it
+                if flight is not None:  # on its way to another group (decided again meanwhile): let it land
+                    await asyncio.wait([flight.task])
+                    failed += self._collect(wl, flights, result)
                 pod = plan.pods[name]
                 if self.patcher.needed(pod, pg, sub):
-                    todo.append((pod, pg, sub))
+                    flights[name] = _Flight(pod, pg, sub, asyncio.create_task(self._patch(pod, pg, sub)))
                 else:
                     self._note_unchanged(pod)
-        memo = plan.memo
-        if memo is not None:  # placed in a PodGroup that is not written as decided: look again next pass
-            memo.dirty.update(name for name, (pg, _) in plan.placement.items() if pg not in ok_groups)
-        outcomes = await asyncio.gather(*(self._patch(pod, pg, sub) for pod, pg, sub in todo), return_exceptions=True)
-        for (pod, _, _), out in zip(todo, outcomes, strict=True):
-            if isinstance(out, NotLeader):
-                raise out
-            if isinstance(out, BaseException) and not isinstance(out, ApiError):
-                raise out
-            if isinstance(out, ApiError):
-                if memo is not None:
-                    memo.dirty.add(o.name(pod))
-                msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
-                self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
-                result.errors.append(msg)
-                transient_errors += 1
-                await self._warn(pod, workload_obj, msg)
-            elif out == "patched":
-                result.written += 1
+        # Only a kept memo can hand on: it notes what a later failure leaves to do (the pod looked at again)
+        if memo is not None and await self._hand_on(wl, flights, started, bool(result.errors or failed)):
+            memo.cleanup_owed = True  # step 4 is the next pass's, as is the record of the workload
+            result.status = "handed_on"
+            return result
+        if flights:
+            await asyncio.wait([f.task for f in flights.values()])
+        failed += self._collect(wl, flights, result)
+        if not flights:
+            self._flights.pop(wl, None)
+        transient_errors += len(failed)
+        for pod, msg in failed:
+            await self._warn(pod, workload_obj, msg)
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed)
         if (
@@ -750,6 +777,63 @@ class Reconciler:
             if o.annotations(now).get(POD_GROUP_ANNOTATION) == pod_group:
                 return True
         return False
+
+    async def _hand_on(self, wl: WorkloadKey, flights: dict[str, _Flight], started: float, failing: bool) -> bool:
+        """Wait for the workload's patches in flight; True when the rest is handed on to the next pass: the
+        workload was queued again (new pods) and this pass has run ``HAND_ON_AFTER`` seconds. A failing
+        pass waits for everything, so its result counts every failure."""
+        remaining: set[asyncio.Future[Any]] = {f.task for f in flights.values() if not f.task.done()}
+        if not remaining or self.readded is None or failing:
+            return False
+        readded = self.readded(wl)
+        while remaining:
+            if readded.done():
+                left = started + HAND_ON_AFTER - time.monotonic()
+                if left <= 0:
+                    return True
+                _, remaining = await asyncio.wait(remaining, timeout=left)
+            else:
+                _, remaining = await asyncio.wait(remaining | {readded}, return_when=asyncio.FIRST_COMPLETED)
+                remaining.discard(readded)
+        return False
+
+    def _collect(self, wl: WorkloadKey, flights: dict[str, _Flight], result: Result) -> list[tuple[Obj, str]]:
+        """Take the finished patches out of ``flights`` into ``result``; returns the failed ones (pod,
+        message), each looked at again by the next pass. Raises ``NotLeader`` when a patch found the
+        lease lost."""
+        failed: list[tuple[Obj, str]] = []
+        for name in [n for n, f in flights.items() if f.task.done()]:
+            flight = flights.pop(name)
+            if flight.task.cancelled():
+                self.memo.touch(wl, name)  # shut down mid-way: whoever reconciles it next patches it
+                continue
+            out = flight.task.exception()
+            if isinstance(out, NotLeader):
+                raise out
+            if out is not None and not isinstance(out, ApiError):
+                raise out
+            pod = flight.pod
+            if isinstance(out, ApiError):
+                self.memo.touch(wl, name)
+                msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
+                self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
+                result.errors.append(msg)
+                failed.append((pod, msg))
+            elif flight.task.result() == "patched":
+                result.written += 1
+        return failed
+
+    async def settle(self, timeout: float = 0.0) -> None:
+        """Let the patches that passes handed on finish (up to ``timeout`` seconds), then cancel the rest:
+        on shutdown and when leadership ends, after the workers stopped."""
+        tasks = [f.task for flights in self._flights.values() for f in flights.values() if not f.task.done()]
+        self._flights.clear()
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout) if timeout > 0 else (set(), set(tasks))
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _patch(self, pod: Obj, pod_group: str, sub_group: str | None) -> Any:
         async with self._patch_sem:

@@ -1,0 +1,146 @@
+"""Pod patches outlive a long pass: when new pods of a workload arrive while its pass is still patching,
+the pass hands the patches in flight on to the next pass, which starts at once, patches only the new
+pods, and collects the old patches' results (a failure among them is reported and retried, not lost).
+
+Against the real API server; the pod patcher's client is wrapped only to hold the first pods' patches
+(a slow API server) and, in the second test, to fail one of them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from controller.harness import ANNOTATION, GrouperThread, job_pod_spec, label_namespace, owned_pod
+from kube import Kube, wait_until
+
+from grouper.kube.transport import ApiError
+
+LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
+LABEL = "leaderworkerset.sigs.k8s.io/"
+FIRST, LATER = 12, 6
+
+
+class HeldPatches:
+    """The patcher's client, with the patches of pods in ``held`` waiting for ``release`` (a slow API
+    server) and ``fail`` failing once with a 500."""
+
+    def __init__(self, client: Any, held: set[str], fail: set[str] | None = None) -> None:
+        self.client, self.held, self.fail = client, held, fail or set()
+        self.release = asyncio.Event()
+        self.sent: list[str] = []  # pod names, one per patch request
+        self.waiting = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> Any:
+        pod = path.rsplit("/", 1)[-1]
+        self.sent.append(pod)
+        if pod in self.held:
+            self.waiting += 1
+            await self.release.wait()
+            self.waiting -= 1
+        if pod in self.fail:
+            self.fail.discard(pod)
+            raise ApiError(500, "InternalError", "injected", method="PATCH", path=path)
+        return await self.client.merge_patch(path, patch)
+
+
+def lws(kube: Kube, ns: str, size: int) -> dict[str, Any]:
+    return kube.create(LWS.format(ns=ns), {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "serve"},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": size, "workerTemplate": {"spec": job_pod_spec()}}},
+    })
+
+
+def create_pods(kube: Kube, ns: str, owner: dict[str, Any], workers: range) -> None:
+    for w in workers:
+        labels = {f"{LABEL}name": "serve", f"{LABEL}group-index": "0", f"{LABEL}worker-index": str(w)}
+        kube.create(f"/api/v1/namespaces/{ns}/pods", owned_pod(f"serve-0-{w}", labels, owner))
+
+
+def annotations(kube: Kube, ns: str) -> dict[str, str | None]:
+    return {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(ANNOTATION)
+            for p in kube.list(f"/api/v1/namespaces/{ns}/pods")}
+
+
+def reconciles(g: GrouperThread, result: str) -> float:
+    return sum(s.value for m in g.metrics.registry.collect() if m.name == "podgrouper_reconciles"
+               for s in m.samples if s.name.endswith("_total") and s.labels["result"] == result)
+
+
+def start(g: GrouperThread, held: set[str], fail: set[str] | None = None) -> HeldPatches:
+    patcher = g.controller.writers.pods
+    wrapped = HeldPatches(patcher.client, held, fail)
+    patcher.client = wrapped
+    return wrapped
+
+
+def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    ns = namespace
+    label_namespace(kube, ns)
+    with GrouperThread(cluster, ns) as g:
+        first = {f"serve-0-{w}" for w in range(FIRST)}
+        held = start(g, first)
+        owner = lws(kube, ns, FIRST + LATER)
+        create_pods(kube, ns, owner, range(FIRST))
+        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
+        later = wait_until(
+            lambda: (a := annotations(kube, ns)) and all(a.get(f"serve-0-{w}") for w in range(FIRST, FIRST + LATER))
+            and a,
+            30,
+            what="the later pods patched while the first pass's patches are held",
+        )
+        assert not any(later[p] for p in first), "the first pods' patches were held: none can be done yet"
+        assert held.waiting == FIRST
+        assert reconciles(g, "handed_on") >= 1
+        g.call(_set(held.release))
+        final = wait_until(
+            lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()) and a,
+            30,
+            what="every pod grouped",
+        )
+        g.wait_idle()
+        uid = owner["metadata"]["uid"]
+        assert set(final.values()) == {f"pg-serve-{uid}-group-0"}
+        assert sorted(held.sent) == sorted(final), "one patch per pod: no pass patched a pod on its way again"
+        [record] = g.store.workloads()
+        assert record["result"] == "ok" and record["pods"] == FIRST + LATER
+
+
+def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    label_namespace(kube, ns)
+    with GrouperThread(cluster, ns) as g:
+        first = {f"serve-0-{w}" for w in range(FIRST)}
+        held = start(g, first, fail={"serve-0-3"})
+        owner = lws(kube, ns, FIRST + LATER)
+        create_pods(kube, ns, owner, range(FIRST))
+        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
+        wait_until(lambda: reconciles(g, "handed_on") >= 1, 30, what="a pass handing its patches on")
+        g.call(_set(held.release))
+        final = wait_until(
+            lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()) and a,
+            30,
+            what="every pod grouped, the failed one after its retry",
+        )
+        g.wait_idle()
+        assert sorted(held.sent) == sorted([*final, "serve-0-3"]), "the failed patch sent twice, every other once"
+        assert reconciles(g, "error") >= 1, "the pass that collected the failure reported it"
+        warnings = wait_until(
+            lambda: [e for e in kube.list(f"/api/v1/namespaces/{ns}/events", field_selector="reason=PodGrouperWarning")
+                     if "serve-0-3: cannot set its PodGroup: 500" in e.get("message", "")],
+            30,
+            what="a warning Event for the failed patch",
+        )
+        assert {e["involvedObject"]["kind"] for e in warnings} >= {"Pod"}
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
