@@ -782,20 +782,19 @@ class Reconciler:
         """Wait for the workload's patches in flight; True when the rest is handed on to the next pass: the
         workload was queued again (new pods) and this pass has run ``HAND_ON_AFTER`` seconds. A failing
         pass waits for everything, so its result counts every failure."""
-        remaining: set[asyncio.Future[Any]] = {f.task for f in flights.values() if not f.task.done()}
+        remaining = [f.task for f in flights.values() if not f.task.done()]
         if not remaining or self.readded is None or failing:
             return False
         readded = self.readded(wl)
-        while remaining:
-            if readded.done():
-                left = started + HAND_ON_AFTER - time.monotonic()
-                if left <= 0:
-                    return True
-                _, remaining = await asyncio.wait(remaining, timeout=left)
-            else:
-                _, remaining = await asyncio.wait(remaining | {readded}, return_when=asyncio.FIRST_COMPLETED)
-                remaining.discard(readded)
-        return False
+        # one future for all of them: waking on each patch's answer would cost O(patches) every time
+        landed: asyncio.Future[Any] = asyncio.gather(*remaining, return_exceptions=True)
+        await asyncio.wait([landed, readded], return_when=asyncio.FIRST_COMPLETED)
+        if landed.done():
+            return False
+        left = started + HAND_ON_AFTER - time.monotonic()
+        if left > 0:
+            await asyncio.wait([landed], timeout=left)
+        return not landed.done()
 
     def _collect(self, wl: WorkloadKey, flights: dict[str, _Flight], result: Result) -> list[tuple[Obj, str]]:
         """Take the finished patches out of ``flights`` into ``result``; returns the failed ones (pod,
