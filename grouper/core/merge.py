@@ -36,8 +36,7 @@ def merge_pod_groups(decisions: list[Decision], creation: dict[str, str] | None 
         merged = newest.pod_group.copy_without_pods()
         by_sg = {sg.name: sg for sg in merged.sub_groups}
         notes: list[str] = []
-        newest_spec = merged.spec()
-        if any(d.pod_group is not None and d.pod_group.spec() != newest_spec for d in group):
+        if any(d.pod_group is not None and not d.pod_group.same_spec(newest.pod_group) for d in group):
             notes.append(f"pods disagree on the spec; used the view of the newest pod {newest.pod_key}")
         for d in group:
             if d.sub_group and d.sub_group in by_sg:
