@@ -358,6 +358,7 @@ class Reconciler:
             actual = workload_of_decision(d, wl)
             if actual != wl:  # the owner chain changed since the pod was indexed
                 self.index.set_pod((o.namespace(pod), o.name(pod)), actual)
+                self.memo.touch(actual, o.name(pod))  # news for the workload it belongs to now
                 self.enqueue(actual)
                 continue
             mine.append((pod, d))
@@ -402,6 +403,12 @@ class Reconciler:
         moved or read other pods, no pod is left)."""
         pods_inf = self.cache.informer(POD)
         assert pods_inf is not None
+        # A safety net under the handlers' bookkeeping: a pod the index puts in this workload that the memo
+        # never heard of (no place, not finished, no event noted) means deciding everything again.
+        known = len(memo.members) + len(memo.terminal)
+        known += sum(1 for n in memo.dirty if n not in memo.members and n not in memo.terminal)
+        if self.index.pod_count(wl) > known:
+            return self._fall_back(wl)
         dirty, memo.dirty = memo.dirty, set()  # events from here on are the next pass's
         self.metrics.pods_examined.labels(path="incremental").inc(len(dirty))
         live: dict[str, Obj] = {}

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grouper.kube.compact import Members, add_member, discard_member, members
+from grouper.kube.compact import Members, add_member, count, discard_member, members
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import OwnerRef
@@ -101,6 +101,9 @@ class WorkloadIndex:
 
     def pods_of(self, wl: WorkloadKey) -> set[NsName]:
         return {(wl.namespace, m) if isinstance(m, str) else m for m in members(self._wl_pods, wl)}
+
+    def pod_count(self, wl: WorkloadKey) -> int:
+        return count(self._wl_pods, wl)
 
     def workloads(self) -> list[WorkloadKey]:
         return list(set(self._wl_pods) | set(self._wl_pgs))

@@ -67,6 +67,14 @@ def members(index: dict[K, Members[T]], key: K) -> frozenset[T] | set[T]:
     return frozenset((cur,))
 
 
+def count(index: dict[K, Members[T]], key: K) -> int:
+    """How many members ``key`` has (O(1))."""
+    cur = index.get(key)
+    if cur is None:
+        return 0
+    return len(cur) if isinstance(cur, set | list) else 1
+
+
 class Interner:
     """A bounded table of canonical objects: ``intern(v)`` returns the first equal value it saw."""
 
