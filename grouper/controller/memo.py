@@ -103,7 +103,9 @@ class WorkloadMemo:
     # O(pods in here), not O(pods of the workload).
     dirty: set[str] = field(default_factory=set)
     terminal: set[str] = field(default_factory=set)  # its pods that finished (counted, not decided)
-    cleanup_owed: bool = False  # a pass skipped deleting replaced PodGroups: the next looks at every pod
+    # uids of pods whose pass skipped deleting replaced PodGroups (per-pod ones are owned by pods): the
+    # next pass that does it looks at their PodGroups too
+    cleanup_owed: set[str] = field(default_factory=set)
 
     def place(self, name: str, member: Member) -> None:
         """Put ``name`` at ``member``'s place (its PodGroup's member set follows)."""

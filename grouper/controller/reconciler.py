@@ -198,7 +198,6 @@ class _Plan:
     placement: dict[str, tuple[str, str | None]]  # pod name -> (PodGroup, sub-group), of the pods looked at
     count: int = -1  # the workload's live pods (-1: as many as ``pods``)
     memo: WorkloadMemo | None = None  # kept for the next pass; told what this pass left unsettled
-    complete: bool = True  # ``pods`` is every live pod of the workload
 
     @property
     def live(self) -> int:
@@ -534,7 +533,7 @@ class Reconciler:
             groups.append(_PlannedGroup(md, names, notes, g))
         return _Plan(
             memo.plugin, memo.workload_ref, pods, decided, groups, placement,
-            count=len(memo.members) + len(errors), memo=memo, complete=False,
+            count=len(memo.members) + len(errors), memo=memo,
         )
 
     # ------------------------------------------------------------------ writing what was decided
@@ -633,7 +632,8 @@ class Reconciler:
                     self._note_unchanged(pod)
         # Only a kept memo can hand on: it notes what a later failure leaves to do (the pod looked at again)
         if memo is not None and await self._hand_on(wl, flights, started, bool(result.errors or failed)):
-            memo.cleanup_owed = True  # step 4 is the next pass's, as is the record of the workload
+            memo.cleanup_owed.update(o.uid(p) for p in plan.pods.values())  # step 4 is the next pass's,
+            # as is the record of the workload
             result.status = "handed_on"
             return result
         if flights:
@@ -653,16 +653,16 @@ class Reconciler:
             and not awaiting_cache
             and self.upstream is None
         ):
-            # per-pod PodGroups are owned by pods: those looked at in this pass (the others were looked at
-            # when they were, unless that pass skipped this step)
+            # per-pod PodGroups are owned by pods: those looked at in this pass, and those of passes that
+            # skipped this step (the others were looked at when they were)
             owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
-            if memo is not None and memo.cleanup_owed and not plan.complete:
-                owners |= self._member_uids(wl, memo)
+            if memo is not None:
+                owners |= memo.cleanup_owed
             result.written += await self._delete_replaced(wl, owners, {g.metadata.name for g in plan.groups})
             if memo is not None:
-                memo.cleanup_owed = False
+                memo.cleanup_owed = set()
         elif memo is not None:
-            memo.cleanup_owed = True
+            memo.cleanup_owed.update(o.uid(p) for p in plan.pods.values())
 
         if result.errors:
             result.status = "error" if transient_errors else "failed"
@@ -718,12 +718,6 @@ class Reconciler:
             if pod is not None:
                 out.append(pod)
         return out
-
-    def _member_uids(self, wl: WorkloadKey, memo: WorkloadMemo) -> set[str]:
-        pods_inf = self.cache.informer(POD)
-        if pods_inf is None:
-            return set()
-        return {o.uid(p) for p in (pods_inf.get(wl.namespace, n) for n in memo.members) if p is not None}
 
     def _stored(self, g: _PlannedGroup) -> tuple[str, tuple[str, ...]] | None:
         """(resourceVersion of the PodGroup as it is now, its planned members); None when it is not stored."""
