@@ -47,6 +47,9 @@ SHORT = settings(
     database=None,
 )
 LONG = settings(SHORT, max_examples=10_000)
+# The long run is a count of examples, not a time: 10,000 Karta examples took 4-5 min on a quiet 2-core
+# box and more than the suite's 300 s per test on a busy one (each example runs jq in the sandbox)
+LONG_TIMEOUT_S = 1200
 PEAK_BYTES = 64 * 1024 * 1024
 
 GROUP, VERSION, KIND = "fuzz.example.com", "v1", "Widget"
@@ -272,6 +275,7 @@ def test_fuzz_karta_path(karta: dict[str, Any], world: Any) -> None:
 
 
 @pytest.mark.fuzz_long
+@pytest.mark.timeout(LONG_TIMEOUT_S)
 @given(kartas(), widget_world())
 @LONG
 @_with_memory_bound
@@ -294,6 +298,7 @@ def test_fuzz_core(case: Any) -> None:
 
 
 @pytest.mark.fuzz_long
+@pytest.mark.timeout(LONG_TIMEOUT_S)
 @given(st.one_of(mutated_examples(), synthetic_workloads()))
 @LONG
 @_with_memory_bound
