@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from controller.harness import ANNOTATION, GrouperThread, job_pod_spec, label_namespace, owned_pod
+from controller.harness import ANNOTATION, PG_PATH, GrouperThread, job_pod_spec, label_namespace, owned_pod
 from kube import Kube, wait_until
 
 from grouper.kube.transport import ApiError
+from grouper.model.objects import GVK
 
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
 LABEL = "leaderworkerset.sigs.k8s.io/"
@@ -140,6 +141,47 @@ def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, k
             what="a warning Event for the failed patch",
         )
         assert {e["involvedObject"]["kind"] for e in warnings} >= {"Pod"}
+
+
+def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_next(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """A pass that hands its patches on skips deleting the PodGroups its workload replaced; the next pass
+    must still look at those of the pods the first one saw, though it looks only at the new pods. Here:
+    a stale per-pod PodGroup of one of the first pods (owned by it, named by no pod), as a pod that was
+    its own workload before its owner reached the cache leaves behind."""
+    ns = namespace
+    label_namespace(kube, ns)
+    with GrouperThread(cluster, ns) as g:
+        first = {f"serve-0-{w}" for w in range(FIRST)}
+        held = start(g, first)
+        owner = lws(kube, ns, FIRST + LATER)
+        create_pods(kube, ns, owner, range(FIRST))
+        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        pod = kube.get(f"/api/v1/namespaces/{ns}/pods/serve-0-0")
+        kube.create(PG_PATH.format(ns=ns), {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "stale-serve-0-0", "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": "serve-0-0", "uid": pod["metadata"]["uid"]}]},
+            "spec": {"minMember": 1, "queue": "default-queue"},
+        })
+        pgs = g.controller.cache.informer(GVK("scheduling.run.ai", "v2alpha2", "PodGroup"))
+        assert pgs is not None
+        wait_until(lambda: pgs.get(ns, "stale-serve-0-0"), 30, what="the stale PodGroup in the grouper's cache")
+        create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
+        wait_until(lambda: reconciles(g, "handed_on") >= 1, 30, what="a pass handing its patches on")
+        g.call(_set(held.release))
+        wait_until(
+            lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()),
+            30,
+            what="every pod grouped",
+        )
+        wait_until(
+            lambda: (n := {p["metadata"]["name"] for p in kube.list(PG_PATH.format(ns=ns))}) == {
+                f"pg-serve-{owner['metadata']['uid']}-group-0"} and n,
+            30,
+            what="the stale PodGroup of a pod the handed-on pass looked at deleted, the gang's kept",
+        )
 
 
 async def _set(event: asyncio.Event) -> None:
