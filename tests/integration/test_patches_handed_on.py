@@ -13,8 +13,8 @@ from typing import Any
 from controller.harness import ANNOTATION, PG_PATH, GrouperThread, job_pod_spec, label_namespace, owned_pod
 from kube import Kube, wait_until
 
+from grouper.controller.cache import PODGROUP
 from grouper.kube.transport import ApiError
-from grouper.model.objects import GVK
 
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
 LABEL = "leaderworkerset.sigs.k8s.io/"
@@ -79,6 +79,17 @@ def start(g: GrouperThread, held: set[str], fail: set[str] | None = None) -> Hel
     return wrapped
 
 
+def hold_the_first_pods(
+    g: GrouperThread, kube: Kube, ns: str, first: set[str], fail: set[str] | None = None
+) -> tuple[HeldPatches, dict[str, Any]]:
+    """The LeaderWorkerSet and its first pods, whose patches are held in flight: a pass waiting on them."""
+    held = start(g, first, fail)
+    owner = lws(kube, ns, FIRST + LATER)
+    create_pods(kube, ns, owner, range(FIRST))
+    wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+    return held, owner
+
+
 def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
     cluster: Any, kube: Kube, namespace: str
 ) -> None:
@@ -86,10 +97,7 @@ def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns) as g:
         first = {f"serve-0-{w}" for w in range(FIRST)}
-        held = start(g, first)
-        owner = lws(kube, ns, FIRST + LATER)
-        create_pods(kube, ns, owner, range(FIRST))
-        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        held, owner = hold_the_first_pods(g, kube, ns, first)
         create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
         later = wait_until(
             lambda: (a := annotations(kube, ns)) and all(a.get(f"serve-0-{w}") for w in range(FIRST, FIRST + LATER))
@@ -119,10 +127,7 @@ def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, k
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns) as g:
         first = {f"serve-0-{w}" for w in range(FIRST)}
-        held = start(g, first, fail={"serve-0-3"})
-        owner = lws(kube, ns, FIRST + LATER)
-        create_pods(kube, ns, owner, range(FIRST))
-        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        held, owner = hold_the_first_pods(g, kube, ns, first, fail={"serve-0-3"})
         create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
         wait_until(lambda: reconciles(g, "handed_on") >= 1, 30, what="a pass handing its patches on")
         g.call(_set(held.release))
@@ -154,10 +159,7 @@ def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns) as g:
         first = {f"serve-0-{w}" for w in range(FIRST)}
-        held = start(g, first)
-        owner = lws(kube, ns, FIRST + LATER)
-        create_pods(kube, ns, owner, range(FIRST))
-        wait_until(lambda: held.waiting == FIRST, 30, what="the first pods' patches in flight")
+        held, owner = hold_the_first_pods(g, kube, ns, first)
         pod = kube.get(f"/api/v1/namespaces/{ns}/pods/serve-0-0")
         kube.create(PG_PATH.format(ns=ns), {
             "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
@@ -165,7 +167,7 @@ def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_
                 "apiVersion": "v1", "kind": "Pod", "name": "serve-0-0", "uid": pod["metadata"]["uid"]}]},
             "spec": {"minMember": 1, "queue": "default-queue"},
         })
-        pgs = g.controller.cache.informer(GVK("scheduling.run.ai", "v2alpha2", "PodGroup"))
+        pgs = g.controller.cache.informer(PODGROUP)
         assert pgs is not None
         wait_until(lambda: pgs.get(ns, "stale-serve-0-0"), 30, what="the stale PodGroup in the grouper's cache")
         create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
