@@ -832,8 +832,8 @@ def git_tree(path: Path) -> str:
 def grouper_checkout(command: list[str]) -> Path | None:
     """The checkout whose grouper ``command`` runs (None: the grouper is not importable with it)."""
     code = "import grouper, pathlib; print(pathlib.Path(grouper.__file__).resolve().parents[1])"
-    try:
-        out = subprocess.run([command[0], "-c", code], capture_output=True, text=True)
+    try:  # from a neutral directory, as GrouperProcess runs it (the working directory comes first on sys.path)
+        out = subprocess.run([command[0], "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
     except OSError:
         return None
     return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
@@ -841,7 +841,7 @@ def grouper_checkout(command: list[str]) -> Path | None:
 
 def default_limits(command: list[str]) -> dict[str, str]:
     """The grouper's own --qps / --burst defaults, from its --help."""
-    text = subprocess.run([*command, "run", "--help"], capture_output=True, text=True).stdout
+    text = subprocess.run([*command, "run", "--help"], capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
     text = re.sub(r"\s+", " ", text)
     out = {}
     for flag in ("qps", "burst"):

@@ -97,7 +97,11 @@ class GrouperProcess:
     def start(self) -> GrouperProcess:
         env = {**self.env, "GROUPER_IDENTITY": self.identity}
         with open(self.log_path, "ab") as log:
+            # cwd: the log directory, never the caller's. ``python -m grouper.cli.main`` puts the working
+            # directory first on sys.path, so from a checkout it would run that checkout's grouper
+            # whatever Python was asked for (the benchmark's --grouper-python A/B ran one code twice)
             self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=self.log_path.parent,
                                          preexec_fn=_die_with_parent if self.die_with_parent else None)
         return self
 
