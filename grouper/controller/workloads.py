@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from grouper.kube.compact import Members, add_member, count, discard_member, members
 from grouper.model import objects as o
@@ -23,8 +23,9 @@ from grouper.model.podgroup import OwnerRef
 NsName = tuple[str, str]
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class WorkloadKey:
+class WorkloadKey(NamedTuple):
+    """A tuple (hashed and compared in C: every pod event looks it up in several maps)."""
+
     namespace: str
     group: str
     kind: str

@@ -1,14 +1,15 @@
 """Small read helpers over raw Kubernetes objects (plain dicts). Objects are never mutated here."""
 
 # No ``from __future__ import annotations`` here: it would shadow the ``annotations`` helper below.
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 
 
-@dataclass(frozen=True, order=True)
-class GVK:
+class GVK(NamedTuple):
+    """A tuple, not a frozen dataclass: GVKs are dict keys on every cache read (a dataclass's hash and
+    equality are Python functions, its construction four ``object.__setattr__`` calls)."""
+
     group: str
     version: str
     kind: str
