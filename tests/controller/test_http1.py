@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from grouper.kube import config as kubeconfig
-from grouper.kube.http1 import Http1Pool, header_lines
+from grouper.kube.http1 import Deadlines, Http1Pool, header_lines
 from grouper.kube.transport import ApiError, KubeClient
 
 Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
@@ -264,3 +264,59 @@ def test_server_base_path_and_ipv6_host() -> None:
     pool = Http1Pool("https://[::1]:6443/k8s/clusters/c1/", None, default_headers={})
     assert pool.target("/api/v1/pods", {"limit": "5"}) == "/k8s/clusters/c1/api/v1/pods?limit=5"
     assert b"Host: [::1]:6443\r\n" in pool._head
+
+
+# ---------------------------------------------------------------------------------------------- Deadlines
+# The pool's timeouts: one loop timer for all requests in flight (what every request above relies on).
+
+
+async def _bounded(deadlines: Deadlines, seconds: float, work: float) -> str:
+    with deadlines.bound(seconds):
+        await asyncio.sleep(work)
+    return "done"
+
+
+async def test_a_bound_turns_a_late_await_into_a_timeout_and_the_task_goes_on() -> None:
+    deadlines = Deadlines()
+
+    async def late_then_more() -> str:
+        with pytest.raises(TimeoutError):
+            await _bounded(deadlines, 0.05, 30)
+        await asyncio.sleep(0.01)  # no cancellation left over for the task's next await
+        return await _bounded(deadlines, 30, 0.01)
+
+    assert await asyncio.wait_for(late_then_more(), 10) == "done"
+    assert len(deadlines) == 0
+
+
+async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
+    deadlines = Deadlines()
+    task = asyncio.create_task(_bounded(deadlines, 30, 30))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(deadlines) == 0
+
+
+async def test_each_task_keeps_its_own_deadline_whatever_order_they_start_in() -> None:
+    """A long bound arms the timer first; a shorter one started later must re-arm it earlier, and its
+    expiry must not touch the long one, which then finishes normally."""
+    deadlines = Deadlines()
+    long = asyncio.create_task(_bounded(deadlines, 30, 0.3))
+    await asyncio.sleep(0.01)
+    short = asyncio.create_task(_bounded(deadlines, 0.05, 30))
+    both = await asyncio.wait_for(asyncio.gather(long, short, return_exceptions=True), 10)
+    assert both[0] == "done"
+    assert isinstance(both[1], TimeoutError)
+
+
+async def test_many_bounds_time_out_exactly_the_late_ones() -> None:
+    deadlines = Deadlines()
+    tasks = [asyncio.create_task(_bounded(deadlines, 0.1 if i % 3 == 0 else 30, 0.5 if i % 2 == 0 else 0.01))
+             for i in range(60)]
+    results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+    late = {i for i in range(60) if i % 3 == 0 and i % 2 == 0}  # short bound, long work
+    assert {i for i, r in enumerate(results) if isinstance(r, TimeoutError)} == late
+    assert all(r == "done" for i, r in enumerate(results) if i not in late)
+    assert len(deadlines) == 0
