@@ -152,7 +152,6 @@ class Controller:
             pods=PodPatcher(
                 client,
                 expectations=self.expectations,
-                slim=self.cache.pod_shape.slim,
                 can_write=self.can_write,
                 metrics=metrics,
                 cached=self._cached_pod,

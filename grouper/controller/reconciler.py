@@ -243,7 +243,7 @@ class Reconciler:
         except NotLeader:
             result = Result("not_leader")
         if result.status != "not_leader":
-            self.metrics.reconciles.labels(result=result.status, plugin=result.plugin).inc()
+            self.metrics.child(self.metrics.reconciles, result.status, result.plugin).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - t0)
         return result
 
@@ -343,9 +343,9 @@ class Reconciler:
     async def _plan_full(self, wl: WorkloadKey, pods: list[Obj], terminal: set[str]) -> _Plan | Result:
         """Decide every live pod of the workload and merge per PodGroup; remember it for the next pass."""
         self.memo.invalidate(wl)
-        self.metrics.pods_examined.labels(path="full").inc(len(pods))
+        self.metrics.child(self.metrics.pods_examined, "full").inc(len(pods))
         decided, lookups = await self._decide(wl, pods)
-        self.metrics.decisions.labels(path="full").inc(len(pods))
+        self.metrics.child(self.metrics.decisions, "full").inc(len(pods))
         if lookups.misses:
             return Result(
                 "requeue" if await self._ensure_kinds(lookups.misses) else "error",
@@ -409,7 +409,7 @@ class Reconciler:
         if self.index.pod_count(wl) > known:
             return self._fall_back(wl)
         dirty, memo.dirty = memo.dirty, set()  # events from here on are the next pass's
-        self.metrics.pods_examined.labels(path="incremental").inc(len(dirty))
+        self.metrics.child(self.metrics.pods_examined, "incremental").inc(len(dirty))
         live: dict[str, Obj] = {}
         gone: list[str] = []
         for name in sorted(dirty):
@@ -455,7 +455,7 @@ class Reconciler:
                 return self._fall_back(wl)  # invalidated while deciding, or the full path must handle it
             if any(workload_of_decision(d, wl) != wl for _, d in decided):
                 return self._fall_back(wl)
-            self.metrics.decisions.labels(path="incremental").inc(len(decided))
+            self.metrics.child(self.metrics.decisions, "incremental").inc(len(decided))
             deps = set(lookups.reads)
             for pod, d in decided:
                 deps.update(decision_dependencies(pod, d))
@@ -616,6 +616,7 @@ class Reconciler:
         failed = self._collect(wl, flights, result)
         started = time.monotonic()
         if self.upstream is None:
+            loop = asyncio.get_running_loop()  # once per pass (each lookup is a getpid() call on 3.11)
             for name, (pg, sub) in plan.placement.items():
                 if pg not in ok_groups:
                     continue
@@ -627,7 +628,7 @@ class Reconciler:
                     failed += self._collect(wl, flights, result)
                 pod = plan.pods[name]
                 if self.patcher.needed(pod, pg, sub):
-                    flights[name] = _Flight(pod, pg, sub, asyncio.create_task(self._patch(pod, pg, sub)))
+                    flights[name] = _Flight(pod, pg, sub, loop.create_task(self._patch(pod, pg, sub)))
                 else:
                     self._note_unchanged(pod)
         # Only a kept memo can hand on: it notes what a later failure leaves to do (the pod looked at again)

@@ -184,7 +184,7 @@ class KubeClient:
         if self.metrics is None:
             return
         verb, res = describe_request(method, path, params)
-        self.metrics.api_requests.labels(verb=verb, resource=res, code=str(code)).inc()
+        self.metrics.child(self.metrics.api_requests, verb, res, str(code)).inc()
 
     async def request(
         self,

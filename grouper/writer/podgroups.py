@@ -231,4 +231,4 @@ class PodGroupWriter:
 
     def _count(self, op: Operation) -> None:
         if self.metrics is not None:
-            self.metrics.podgroups_written.labels(operation=op).inc()
+            self.metrics.child(self.metrics.podgroups_written, op).inc()

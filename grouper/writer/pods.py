@@ -47,6 +47,26 @@ def pod_patch(pod: Obj, pod_group: str, sub_group: str | None) -> dict[str, Any]
     return {"metadata": meta} if meta else None
 
 
+def marked(pod: Obj, written: Obj) -> Obj:
+    """What to expect until the echo of our patch arrives: the pod as we knew it with the two marks and
+    the resourceVersion of the patch's answer (``written``, the whole pod as the API server returned it).
+    Everything that reads an expected pod reads only the marks (and the version, to match the echo), so
+    the answer is not slimmed into a second cached-like copy: that cost as much as caching the echo."""
+    meta, answered = dict(o.meta(pod)), o.meta(written)
+    for key, mark in (("annotations", POD_GROUP_ANNOTATION), ("labels", SUBGROUP_LABEL)):
+        theirs = answered.get(key) or {}
+        ours = meta.get(key) or {}
+        if theirs.get(mark) != ours.get(mark):
+            ours = {k: v for k, v in ours.items() if k != mark}
+            if mark in theirs:
+                ours[mark] = theirs[mark]
+            meta[key] = ours
+    meta["resourceVersion"] = answered.get("resourceVersion") or ""  # the version the echo will carry
+    if answered.get("uid"):
+        meta["uid"] = answered["uid"]
+    return {"apiVersion": "v1", "kind": "Pod", **{k: v for k, v in pod.items() if k != "metadata"}, "metadata": meta}
+
+
 def _created_at(pod: Obj) -> float | None:
     ts = o.meta(pod).get("creationTimestamp")
     if not ts:
@@ -59,14 +79,13 @@ def _created_at(pod: Obj) -> float | None:
 
 class PodPatcher:
     """Marks pods. ``expectations`` (shared with the event handlers) holds our patches the cache has not
-    shown yet; ``slim`` trims a patched pod the way the cache does before it is remembered."""
+    shown yet (:func:`marked`)."""
 
     def __init__(
         self,
         client: KubeClient,
         *,
         expectations: WriteExpectations,
-        slim: Callable[[Obj], Obj] = lambda pod: pod,
         can_write: Callable[[], bool] = lambda: True,
         metrics: Metrics | None = None,
         cached: Callable[[str, str], Obj | None] = lambda namespace, name: None,
@@ -74,7 +93,6 @@ class PodPatcher:
         """``cached``: the pod as the cache holds it now (namespace, name)."""
         self.client = client
         self.expectations = expectations
-        self.slim = slim
         self.can_write = can_write
         self.metrics = metrics
         self.cached = cached
@@ -111,9 +129,7 @@ class PodPatcher:
             raise
         self._count("patched")
         if isinstance(written, dict):
-            written.setdefault("apiVersion", "v1")
-            written.setdefault("kind", "Pod")
-            self.expectations.wrote("Pod", self.slim(written))
+            self.expectations.wrote("Pod", marked(current, written))
         if first_annotation and self.metrics is not None:
             created = _created_at(pod)
             if created is not None:
@@ -122,4 +138,4 @@ class PodPatcher:
 
     def _count(self, result: str) -> None:
         if self.metrics is not None:
-            self.metrics.pod_patches.labels(result=result).inc()
+            self.metrics.child(self.metrics.pod_patches, result).inc()
