@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -209,12 +208,21 @@ def header_lines(headers: dict[str, str]) -> bytes:
 
 
 class _Bound:
-    """One task's deadline (see :class:`Deadlines`)."""
+    """One task's deadline, as the context manager :meth:`Deadlines.bound` returns (a class, not a
+    ``contextlib.contextmanager`` generator: that costs more per request than the timer it replaces)."""
 
-    __slots__ = ("deadline", "expired", "task")
+    __slots__ = ("deadline", "expired", "owner", "seconds", "task")
 
-    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
-        self.task, self.deadline, self.expired = task, deadline, False
+    def __init__(self, owner: Deadlines, task: asyncio.Task[Any], seconds: float, deadline: float) -> None:
+        self.owner, self.task, self.seconds, self.deadline, self.expired = owner, task, seconds, deadline, False
+
+    def __enter__(self) -> None:
+        self.owner._add(self)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.owner._bounds.discard(self)
+        if exc_type is asyncio.CancelledError and self.expired and self.task.uncancel() == 0:
+            raise TimeoutError(f"no answer within {self.seconds:g} s") from None
 
 
 class Deadlines:
@@ -233,26 +241,19 @@ class Deadlines:
         self._timer: asyncio.TimerHandle | None = None
         self._armed_at = 0.0
 
-    @contextlib.contextmanager
-    def bound(self, seconds: float) -> Iterator[None]:
+    def bound(self, seconds: float) -> _Bound:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("Deadlines.bound outside a task")
-        b = _Bound(task, loop.time() + seconds)
+        return _Bound(self, task, seconds, loop.time() + seconds)
+
+    def _add(self, b: _Bound) -> None:
         self._bounds.add(b)
         if self._timer is None or b.deadline < self._armed_at:
             self._arm(b.deadline)
-        try:
-            yield
-        except asyncio.CancelledError:
-            if b.expired and task.uncancel() == 0:
-                raise TimeoutError(f"no answer within {seconds:g} s") from None
-            raise
-        finally:
-            self._bounds.discard(b)
 
     def _arm(self, when: float) -> None:
         assert self._loop is not None
