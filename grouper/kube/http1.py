@@ -221,7 +221,9 @@ class _Bound:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         self.owner._bounds.discard(self)
-        if exc_type is asyncio.CancelledError and self.expired and self.task.uncancel() == 0:
+        # our cancel request is taken back whatever the body did with it (as asyncio.timeout does); only
+        # when no other cancellation is pending does it become the timeout
+        if self.expired and self.task.uncancel() == 0 and exc_type is asyncio.CancelledError:
             raise TimeoutError(f"no answer within {self.seconds:g} s") from None
 
 
@@ -230,10 +232,9 @@ class Deadlines:
 
     ``with deadlines.bound(seconds):`` around awaits of the current task: once the time is up the task
     is cancelled and the block raises ``TimeoutError`` instead; a cancellation from anywhere else stays a
-    cancellation (``Task.uncancel`` counts them, as ``asyncio.timeout`` does). The body must not end
-    with a synchronous stretch in which the limit passes unnoticed (it cannot: the timer only runs while
-    the task waits). Requests mostly share one timeout, so a new bound rarely moves the timer: the
-    earliest deadline is an older request's."""
+    cancellation (``Task.uncancel`` counts them, as ``asyncio.timeout`` does). The timer runs only while
+    the task waits, so the cancellation always lands inside the block. Requests mostly share one
+    timeout, so a new bound rarely moves the timer: the earliest deadline is an older request's."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None  # the first bound's (one loop, like the pool)

@@ -8,7 +8,7 @@ Obj = dict[str, Any]
 
 class GVK(NamedTuple):
     """A tuple, not a frozen dataclass: GVKs are dict keys on every cache read (a dataclass's hash and
-    equality are Python functions, its construction four ``object.__setattr__`` calls)."""
+    equality are Python functions, its construction three ``object.__setattr__`` calls)."""
 
     group: str
     version: str

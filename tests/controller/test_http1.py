@@ -320,3 +320,19 @@ async def test_many_bounds_time_out_exactly_the_late_ones() -> None:
     assert {i for i, r in enumerate(results) if isinstance(r, TimeoutError)} == late
     assert all(r == "done" for i, r in enumerate(results) if i not in late)
     assert len(deadlines) == 0
+
+
+async def test_a_body_that_swallows_the_timeout_leaves_no_cancellation_counted() -> None:
+    """Our cancel request is taken back even when the awaited code swallowed it (as asyncio.timeout does):
+    the task's count of pending cancellations must not stay raised for whatever it awaits later."""
+    deadlines = Deadlines()
+
+    async def swallowing() -> int:
+        with deadlines.bound(0.05):
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(30)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    assert await asyncio.wait_for(swallowing(), 10) == 0
