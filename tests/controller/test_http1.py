@@ -328,9 +328,8 @@ async def test_a_body_that_swallows_the_timeout_leaves_no_cancellation_counted()
     deadlines = Deadlines()
 
     async def swallowing() -> int:
-        with deadlines.bound(0.05):
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(30)
+        with deadlines.bound(0.05), contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
         task = asyncio.current_task()
         assert task is not None
         return task.cancelling()
