@@ -39,8 +39,10 @@ _RENDERED_TIMES: dict[float, str] = {}
 def _render_time(t: float | None) -> str | None:
     """The timestamp as the API shows it; the pods of a reconcile share a time (:func:`_clock`), so the
     text is cached (bounded) and a listing of 100,000 records formats a few hundred times, not 100,000."""
-    if t is None:
-        return None
+    return None if t is None else _rendered(t)
+
+
+def _rendered(t: float) -> str:
     text = _RENDERED_TIMES.get(t)
     if text is None:
         if len(_RENDERED_TIMES) >= 4096:
@@ -51,9 +53,7 @@ def _render_time(t: float | None) -> str | None:
 
 def _now() -> str:
     """Now, as the API shows times (rendered once per millisecond: a burst records a workload per pass)."""
-    text = _render_time(_clock())
-    assert text is not None
-    return text
+    return _rendered(_clock())
 
 
 _last_clock = [0.0]

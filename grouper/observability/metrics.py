@@ -26,7 +26,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         self.reconciles = Counter(
             f"{PREFIX}_reconciles_total",
             "Workload reconciles by result and plugin.",
@@ -136,7 +136,7 @@ class Metrics:
         label sets per pod, and ``labels`` checks and locks on every call (~2 µs; kept ~0.1 µs). Label
         sets are bounded here by design (module docstring), so keeping them costs nothing extra: the
         registry keeps every child anyway."""
-        key = (id(metric), values)
+        key = (metric, values)  # metrics hash by identity
         got = self._children.get(key)
         if got is None:
             got = self._children[key] = metric.labels(*values)

@@ -64,7 +64,7 @@ def marked(pod: Obj, written: Obj) -> Obj:
     meta["resourceVersion"] = answered.get("resourceVersion") or ""  # the version the echo will carry
     if answered.get("uid"):
         meta["uid"] = answered["uid"]
-    return {"apiVersion": "v1", "kind": "Pod", **{k: v for k, v in pod.items() if k != "metadata"}, "metadata": meta}
+    return {"apiVersion": "v1", "kind": "Pod", **pod, "metadata": meta}
 
 
 def _created_at(pod: Obj) -> float | None:
