@@ -38,6 +38,7 @@ from clusterbench.api import Api, ApiError, Endpoint  # noqa: E402
 from clusterbench.observers import baseline_main, probe_main, watcher_main  # noqa: E402
 from clusterbench.workloads import (  # noqa: E402
     ANNOTATION,
+    KINDS,
     PATHS,
     SUBGROUP_LABEL,
     Expectation,
@@ -87,6 +88,7 @@ class Scenario:
     restart: bool = False  # burst: then restart the grouper over the burst's grouped pods
     namespaces: int = 1  # grouper phase: workloads spread round-robin over this many namespaces
     limits: tuple[tuple[str, ...], ...] = ()
+    kinds: tuple[str, ...] = KINDS  # workload kinds, mixed round-robin
 
     @property
     def shape(self) -> str:
@@ -414,7 +416,7 @@ class Bench:
         names = [await self.new_namespace(f"{sc.name}-{tag or mode}" + (f"-{i}" if n_ns > 1 else ""))
                  for i in range(n_ns)]
         ns = names[0]
-        workloads = workload_set(sc.pods, sc.per_workload, PodSpec(scheduler), "")
+        workloads = workload_set(sc.pods, sc.per_workload, PodSpec(scheduler), "", kinds=sc.kinds)
         place = {w.name: names[i % n_ns] for i, w in enumerate(workloads)}
         total = sum(w.pod_count for w in workloads)
         ctx = self.mp
@@ -573,6 +575,7 @@ class Bench:
             + (f", {sc.rate:g} pods/s" if sc.rate else ""))
         res: dict[str, Any] = {"name": sc.name, "kind": sc.kind, "shape": sc.shape, "pods": sc.pods,
                                "per_workload": sc.per_workload, "rate": sc.rate or None,
+                               **({"kinds": list(sc.kinds)} if sc.kinds != KINDS else {}),
                                "load_start": os.getloadavg()[0]}
         if sc.kind in ("burst", "steady"):
             res["client_limits"] = self.client_limits()
@@ -945,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="rewrite the profile's table in benchmarks/README.md (default: on for a whole profile)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply every scenario's pod count (whole workloads, at least one) by this")
+    ap.add_argument("--kinds", default="", metavar="K1,K2",
+                    help=f"workload kinds to mix, round-robin (default all: {','.join(KINDS)})")
     ap.add_argument("--base-dir", default="/dev/shm" if Path("/dev/shm").is_dir() else None,
                     help="where the control plane keeps etcd's data (default /dev/shm: the shared disk's fsync "
                          "latency would otherwise dominate every write)")
@@ -984,7 +989,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale != 1.0:
         scenarios = [replace(s, pods=max(1, round(s.pods * args.scale / s.per_workload)) * s.per_workload)
                      for s in scenarios]
-    readme = args.readme if args.readme is not None else not args.scenario
+    if args.kinds:
+        kinds = tuple(k for k in args.kinds.split(",") if k)
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown or not kinds:
+            ap.error(f"--kinds: unknown kind(s) {unknown}; known: {', '.join(KINDS)}")
+        scenarios = [replace(s, kinds=kinds) for s in scenarios]
+    readme = args.readme if args.readme is not None else not args.scenario and not args.kinds
     say(f"cluster benchmark, profile {args.profile}, {len(scenarios)} scenario(s), grouper {args.checkout} "
         f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios) / 60:.0f} min")
 

@@ -8,7 +8,7 @@ decision can be explained by ``/podgroups`` and ``grouper explain``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 PODGROUP_KIND = "PodGroup"
@@ -17,9 +17,10 @@ POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 
 
-@dataclass(frozen=True)
-class OwnerRef:
-    """An owner reference as written on the PodGroup (no controller / blockOwnerDeletion flags)."""
+class OwnerRef(NamedTuple):
+    """An owner reference as written on the PodGroup (no controller / blockOwnerDeletion flags). A tuple,
+    not a frozen dataclass: every decision builds a few (a dataclass's ``__init__`` is three
+    ``object.__setattr__`` calls)."""
 
     api_version: str
     kind: str
@@ -33,10 +34,10 @@ class OwnerRef:
     def of(cls, obj: dict[str, Any]) -> OwnerRef:
         meta = obj.get("metadata") or {}
         return cls(
-            api_version=str(obj.get("apiVersion") or ""),
-            kind=str(obj.get("kind") or ""),
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
+            str(obj.get("apiVersion") or ""),
+            str(obj.get("kind") or ""),
+            str(meta.get("name") or ""),
+            str(meta.get("uid") or ""),
         )
 
 

@@ -94,6 +94,12 @@ def string_map(obj: Obj, section: str) -> dict[str, str]:
     raw = meta(obj).get(section)
     if raw is None:
         return {}
+    if type(raw) is dict:  # the common case, as decoded from the API server: exact strings, copied in C
+        for key, value in raw.items():
+            if type(key) is not str or type(value) is not str:
+                break
+        else:
+            return raw.copy()
     if not isinstance(raw, Mapping):
         raise InvalidWorkload(f"expected a map of strings, got {type(raw).__name__}",
                               obj=describe_obj(obj), field=f"metadata.{section}")
