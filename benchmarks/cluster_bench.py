@@ -959,6 +959,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audit-log", metavar="PATH",
                     help="the API server's audit log of every pod and PodGroup write, with its body")
     args = ap.parse_args(argv)
+    kinds = tuple(k for k in args.kinds.split(",") if k)  # checked before anything starts
+    if args.kinds and not kinds:
+        ap.error(f"--kinds {args.kinds!r}: no kind named; known: {', '.join(KINDS)}")
+    if unknown := [k for k in kinds if k not in KINDS]:
+        ap.error(f"--kinds: unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
 
     if args.render:
         results = json.loads(args.render.read_text())
@@ -989,11 +994,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale != 1.0:
         scenarios = [replace(s, pods=max(1, round(s.pods * args.scale / s.per_workload)) * s.per_workload)
                      for s in scenarios]
-    if args.kinds:
-        kinds = tuple(k for k in args.kinds.split(",") if k)
-        unknown = [k for k in kinds if k not in KINDS]
-        if unknown or not kinds:
-            ap.error(f"--kinds: unknown kind(s) {unknown}; known: {', '.join(KINDS)}")
+    if kinds:
         scenarios = [replace(s, kinds=kinds) for s in scenarios]
     readme = args.readme if args.readme is not None else not args.scenario and not args.kinds
     say(f"cluster benchmark, profile {args.profile}, {len(scenarios)} scenario(s), grouper {args.checkout} "
