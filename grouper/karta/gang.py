@@ -17,7 +17,6 @@ leader 1 / worker 2 (as upstream), LWS unchanged (32: the upstream scale formula
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +72,7 @@ def apply_gang(
     gang = defn.gang
     if gang is None or not gang.has_instructions:
         return None
-    out = copy.deepcopy(base)
+    out = base.edit_copy()
     if gang.pod_group is not None:
         _apply_v2(defn, evaluator, top_owner, pod, out)
     else:

@@ -111,6 +111,23 @@ class PodGroupMetadata:
     # ``PodGrouperWarning`` Event on the pod (e.g. segmentation combined with semi-preemptible).
     warnings: list[str] = field(default_factory=list)
 
+    def edit_copy(self) -> PodGroupMetadata:
+        """A copy that can be edited without touching ``self``: every mutable part is new (the dicts,
+        lists, sub-groups with their pod lists, the topology) — what ``copy.deepcopy`` gave, at a
+        fraction of its cost (it was 15% of a Karta decision)."""
+        return replace(
+            self,
+            labels=dict(self.labels),
+            annotations=dict(self.annotations),
+            sub_groups=[
+                replace(sg, pods=list(sg.pods), topology=None if sg.topology is None else replace(sg.topology))
+                for sg in self.sub_groups
+            ],
+            topology=replace(self.topology),
+            provenance=dict(self.provenance),
+            warnings=list(self.warnings),
+        )
+
     def copy_without_pods(self) -> PodGroupMetadata:
         """A copy to merge members into: new sub-group objects with empty pod lists; the rest is shared
         (a decision's metadata is not changed after it is made), so merging costs O(sub-groups)."""

@@ -3,13 +3,14 @@ our once-per-group-key minMember (karta.md §3.5, §3.9, §7.6)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from grouper.karta import Evaluator, KartaDefinition, KartaEvalError, apply_gang
 from grouper.karta.gang import dns1123_subdomain_errors, member_candidates
-from grouper.model.podgroup import PodGroupMetadata
+from grouper.model.podgroup import PodGroupMetadata, SubGroup, TopologyConstraint
 from tests.karta.fixtures import base_metadata, defn, karta
 
 Obj = dict[str, Any]
@@ -276,3 +277,36 @@ def test_dns1123_subdomain_rules() -> None:
     assert (
         dns1123_subdomain_errors("-a") and dns1123_subdomain_errors("a-") and dns1123_subdomain_errors("a..b")
     )
+
+
+def test_apply_gang_leaves_the_base_metadata_as_it_was() -> None:
+    """The Karta plugin edits a copy of the default grouper's answer: the base (with sub-groups, pods,
+    labels and a topology, as a caller might hand in) is equal to a snapshot taken before, deeply."""
+    d = alpha([comp("w", role="w", replicas=".spec.a")], [{"name": "g", "members": [{"componentName": "w"}]}])
+    base = base_metadata(TOP)
+    base.labels["l"] = "1"
+    base.provenance["queue"] = "q"
+    base.sub_groups = [SubGroup("s", min_member=1, topology=TopologyConstraint("t", "rack"), pods=["p0"])]
+    base.warnings.append("w")
+    before = copy.deepcopy(base)
+    out = apply_gang(d, Evaluator(d), TOP, pod({"role": "w"}), base)
+    assert out is not None and out.min_member == 2 and out.sub_groups == []
+    assert base == before
+
+
+def test_edit_copy_shares_nothing_mutable() -> None:
+    base = base_metadata(TOP)
+    base.sub_groups = [SubGroup("s", topology=TopologyConstraint("t"), pods=["p0"]), SubGroup("u")]
+    c = base.edit_copy()
+    assert c == base
+    c.labels["x"] = c.annotations["x"] = c.provenance["x"] = "1"
+    c.warnings.append("x")
+    c.topology.topology = "changed"
+    c.sub_groups[0].pods.append("p1")
+    assert c.sub_groups[0].topology is not None
+    c.sub_groups[0].topology.required_level = "zone"
+    c.sub_groups.append(SubGroup("v"))
+    assert "x" not in base.labels and "x" not in base.annotations and "x" not in base.provenance
+    assert base.warnings == [] and base.topology.topology != "changed"
+    assert base.sub_groups[0].pods == ["p0"] and base.sub_groups[0].topology == TopologyConstraint("t")
+    assert [sg.name for sg in base.sub_groups] == ["s", "u"]
