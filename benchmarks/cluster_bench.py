@@ -723,12 +723,19 @@ def probe_figures(p: dict[str, Any]) -> dict[str, Any]:
         "readyz_ms": {"p50": rounded(pct(p["readyz"], 50), 1), "p99": rounded(pct(p["readyz"], 99), 1),
                       "max": rounded(max(p["readyz"]) if p["readyz"] else None, 1), "n": len(p["readyz"])},
         "probe_failures": p.get("failures", 0),
+        "probe_failure_reasons": p.get("failure_reasons", []),
         "lease_renew_interval_s": {"median": rounded(statistics.median(gaps) if gaps else None, 2),
                                    "max": rounded(max(gaps) if gaps else None, 2), "n": len(gaps)},
     }
 
 
 # ---------------------------------------------------------------------------------------------------- report
+
+
+def _reasons(el: dict[str, Any]) -> str:
+    """``: <first reason>`` for a table line when probes failed (the JSON keeps up to 20)."""
+    reasons = el.get("probe_failure_reasons") or []
+    return f": {reasons[0]}" + (f" and {len(reasons) - 1} more" if len(reasons) > 1 else "") if reasons else ""
 
 
 def _f(x: Any, nd: int = 2) -> str:
@@ -771,7 +778,7 @@ def table(results: dict[str, Any]) -> str:
                              f"{_f(el['healthz_ms']['p50'], 1)} / {_f(el['healthz_ms']['p99'], 1)} / "
                              f"{_f(el['healthz_ms']['max'], 1)} ms, `/readyz` {_f(el['readyz_ms']['p50'], 1)} / "
                              f"{_f(el['readyz_ms']['p99'], 1)} / {_f(el['readyz_ms']['max'], 1)} ms "
-                             f"({el['probe_failures']} failed), Lease renewTime interval median "
+                             f"({el['probe_failures']} failed{_reasons(el)}), Lease renewTime interval median "
                              f"{_f(el['lease_renew_interval_s']['median'])} s, max "
                              f"{_f(el['lease_renew_interval_s']['max'])} s")
         elif s["kind"] == "limits":

@@ -188,10 +188,12 @@ def _rfc3339(s: str) -> float:
 
 
 def probe_main(port: int, ep: Endpoint, lease_path: str, stop: Event, out: Any) -> None:
-    """Puts ``{"healthz": [ms...], "readyz": [ms...], "failures": n, "renewals": [epoch s...]}`` on ``out``
-    when ``stop`` is set."""
+    """Puts ``{"healthz": [ms...], "readyz": [ms...], "failures": n, "failure_reasons": [str...],
+    "renewals": [epoch s...]}`` on ``out`` when ``stop`` is set. A failure is an answer other than 200 (its
+    reason: the failing checks' messages) or no answer (the exception); the first 20 reasons are kept."""
     lat: dict[str, list[float]] = {"/healthz": [], "/readyz": []}
     failures = 0
+    reasons: list[str] = []
     renewals: list[float] = []
     ctx = ssl.create_default_context(cafile=ep.ca_file)
     lease_req = urllib.request.Request(ep.server + lease_path, headers={"Authorization": f"Bearer {ep.token}"})
@@ -204,12 +206,16 @@ def probe_main(port: int, ep: Endpoint, lease_path: str, stop: Event, out: Any) 
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
                 conn.request("GET", path)
                 resp = conn.getresponse()
-                resp.read()
+                body = resp.read()
                 conn.close()
                 if resp.status != 200:
                     failures += 1
-            except OSError:
+                    if len(reasons) < 20:
+                        reasons.append(f"{time.strftime('%H:%M:%S')} {path} {resp.status}: {_failing_checks(body)}")
+            except OSError as err:
                 failures += 1
+                if len(reasons) < 20:
+                    reasons.append(f"{time.strftime('%H:%M:%S')} {path}: {type(err).__name__}: {err}")
             lat[path].append((time.monotonic() - t0) * 1000)
         if tick % 2 == 0:
             with contextlib.suppress(OSError, ValueError, KeyError):
@@ -219,4 +225,14 @@ def probe_main(port: int, ep: Endpoint, lease_path: str, stop: Event, out: Any) 
                     renewals.append(_rfc3339(renew))
         tick += 1
         time.sleep(max(0.0, t_next - time.monotonic()))
-    out.put({"healthz": lat["/healthz"], "readyz": lat["/readyz"], "failures": failures, "renewals": renewals})
+    out.put({"healthz": lat["/healthz"], "readyz": lat["/readyz"], "failures": failures,
+             "failure_reasons": reasons, "renewals": renewals})
+
+
+def _failing_checks(body: bytes) -> str:
+    """The failing checks of a probe's 503 answer (``name: message; ...``), or the body's start."""
+    try:
+        checks = json.loads(body)["checks"]
+        return "; ".join(f"{c['name']}: {c['message']}" for c in checks if not c.get("ok")) or "no failing check"
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode(errors="replace")

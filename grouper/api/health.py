@@ -7,8 +7,8 @@ Unlike upstream's plain pings (kai-podgrouper.md §4.4):
 - *event-loop*: the answer itself proves the loop runs (the app is served on the controller's loop, so a
   blocked loop makes the probe time out);
 - *service*: no fatal condition was reported (``AppState.fatal``);
-- *work-queue*: a worker finished a key within ``worker_stall`` seconds, or there is nothing to do (empty
-  queue, nothing processing), or this replica is a standby (standbys do not reconcile), or the caches are
+- *work-queue*: a worker finished a key within ``worker_stall`` seconds (or the queue has been busy for
+  less than that, after being idle), or there is nothing to do (empty queue, nothing processing), or this replica is a standby (standbys do not reconcile), or the caches are
   still syncing at start-up.
 
 ``/readyz`` — count me as up:
@@ -48,10 +48,16 @@ def liveness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
     elif waiting == 0:
         checks.append(Check(name="work-queue", ok=True, message="idle: queue empty"))
     else:
+        # A stall counts from the last key finished or from when work arrived to an idle queue, whichever
+        # is later: the first burst after a quiet hour is not a stall of that hour.
         since = s.worker_heartbeat if s.worker_heartbeat is not None else s.started_at
+        if s.busy_since is not None:
+            since = max(since, s.busy_since)
         stalled = s.now - since > limits.worker_stall
         progress = _ago(s.now, s.worker_heartbeat) if s.worker_heartbeat is not None else "never"
         msg = f"{s.queue_depth} queued, {s.processing} processing; last worker progress {progress}"
+        if s.busy_since is not None:
+            msg += f", busy since {_ago(s.now, s.busy_since)}"
         if stalled:
             msg += f" (limit {limits.worker_stall:.0f}s)"
         checks.append(Check(name="work-queue", ok=not stalled, message=msg))

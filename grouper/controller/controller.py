@@ -339,6 +339,7 @@ class Controller:
             started=self._started,
             fatal=self.supervisor.fatal,
             worker_heartbeat=self.workers.last_progress,
+            busy_since=self.queue.busy_since,
             queue_depth=len(self.queue),
             processing=len(self.queue.processing),
             informers=informers,

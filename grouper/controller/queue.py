@@ -11,6 +11,9 @@
 - **A background lane** (``add(key, background=True)``): re-checks of workloads already grouped (after a
   restart, a periodic resync) wait behind everything else, so a new workload is not queued behind 20,000
   re-checks; adding a background key normally moves it to the front lane.
+- **Busy since** (:attr:`busy_since`): when the queue last went from idle (nothing waiting, nothing
+  processing) to having work, so liveness measures a stall from then and not from the last key finished
+  before a quiet hour.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class WorkQueue(Generic[K]):
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._readded: dict[K, asyncio.Future[None]] = {}  # keys being processed -> "added again" signal
         self._shutdown = False
+        self.busy_since: float | None = None  # monotonic; None while idle
 
     # ------------------------------------------------------------------ adding
 
@@ -66,6 +70,8 @@ class WorkQueue(Generic[K]):
             if fut is not None and not fut.done():
                 fut.set_result(None)
             return  # re-queued by done()
+        if self.busy_since is None:
+            self.busy_since = time.monotonic()
         if background:
             self._background.append(key)
             self._in_background.add(key)
@@ -163,6 +169,8 @@ class WorkQueue(Generic[K]):
             self._queue.append(key)
             self._gauge()
             self._wake()
+        elif not self._processing and not self._queue and not self._in_background:
+            self.busy_since = None
 
     def shutdown(self) -> None:
         """Stop handing out keys; blocked :meth:`get` calls raise :class:`ShutDown`."""

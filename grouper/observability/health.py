@@ -13,7 +13,8 @@ Role = Literal["leader", "standby", "single"]
 class HealthSnapshot:
     """Inputs of ``/healthz`` and ``/readyz``. Times are ``time.monotonic()`` values.
 
-    ``worker_heartbeat``: the last time a queue worker finished a key (None before the first).
+    ``worker_heartbeat``: the last time a queue worker finished a key (None before the first);
+    ``busy_since``: when the work queue last went from idle to having work (None while idle).
     ``fatal``: set when the service can no longer work (liveness fails with it).
     ``informers``: required informer name -> healthy (synced and watching); ``informer_messages``: name
     -> what it is doing in words; ``informer_errors``: name -> why it gave up.
@@ -25,6 +26,7 @@ class HealthSnapshot:
     started: bool = True
     fatal: str | None = None
     worker_heartbeat: float | None = None
+    busy_since: float | None = None
     queue_depth: int = 0
     processing: int = 0
     informers: dict[str, bool] = field(default_factory=dict)

@@ -53,6 +53,22 @@ def test_healthz_fails_when_workers_stall(client: TestClient, world: World) -> N
     assert client.get("/healthz").status_code == 200
 
 
+def test_healthz_counts_a_stall_from_when_work_arrived_after_a_quiet_time(client: TestClient, world: World) -> None:
+    """The first burst after a quiet hour is not an hour-long stall: the last key was finished long ago, but
+    the queue has been busy for 5 s only. Busy for longer than the limit without progress is a stall."""
+    now = time.monotonic()
+    world.health.set(queue_depth=0, processing=32, worker_heartbeat=now - 3600, busy_since=now - 5, started_at=now - 7200)
+    r = client.get("/healthz")
+    check = next(c for c in r.json()["checks"] if c["name"] == "work-queue")
+    assert r.status_code == 200 and check["ok"] and "busy since 5.0s ago" in check["message"]
+    world.health.set(worker_heartbeat=None)  # not a single key finished since start-up
+    assert client.get("/healthz").status_code == 200
+    world.health.set(busy_since=now - 500)
+    r = client.get("/healthz")
+    check = next(c for c in r.json()["checks"] if c["name"] == "work-queue")
+    assert r.status_code == 503 and "busy since 500.0s ago (limit 120s)" in check["message"]
+
+
 def test_healthz_standby_and_fatal(client: TestClient, world: World) -> None:
     world.health.set(role="standby", queue_depth=5, worker_heartbeat=None)
     assert client.get("/healthz").status_code == 200

@@ -208,3 +208,40 @@ async def test_readded_is_cancelled_by_done_and_never_resolves_for_a_key_not_pro
     idle = q.readded("a")
     q.add("a")  # waiting in the queue, not processed: no pass is running that could hand on
     assert not idle.done()
+
+
+async def test_busy_since_marks_when_work_arrived_to_an_idle_queue() -> None:
+    """Liveness counts a stall from here: set by the first add to an idle queue, kept while any key waits
+    or is processed (re-adds while processing included), cleared when the last key is done."""
+    q: WorkQueue[str] = WorkQueue()
+    assert q.busy_since is None
+    q.add("a")
+    first = q.busy_since
+    assert first is not None
+    q.add("b")
+    assert q.busy_since == first
+    a = await q.get()
+    b = await q.get()
+    assert q.busy_since == first  # nothing queued, two processing: still busy
+    q.add(a)  # re-added while processing
+    q.done(a)  # goes back in the queue
+    assert q.busy_since == first
+    q.done(b)
+    assert q.busy_since == first  # a still waits
+    q.done(await q.get())
+    assert q.busy_since is None
+    await asyncio.sleep(0.01)
+    q.add("c", background=True)
+    assert q.busy_since is not None and q.busy_since > first
+    q.done(await q.get())
+    assert q.busy_since is None
+
+
+async def test_busy_since_is_set_by_a_delayed_add_when_it_fires() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add_after("a", 0.01)
+    assert q.busy_since is None  # waiting for its time is not work yet
+    assert await asyncio.wait_for(q.get(), 2) == "a"
+    assert q.busy_since is not None
+    q.done("a")
+    assert q.busy_since is None
