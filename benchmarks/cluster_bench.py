@@ -126,16 +126,18 @@ def all_scenarios() -> dict[str, Scenario]:
     return {s.name: s for s in [*profile("full"), Scenario("restart-10000", "restart", 10000)]}
 
 
-def estimate_seconds(scenarios: list[Scenario]) -> float:
+def estimate_seconds(scenarios: list[Scenario], bracket: bool = False) -> float:
     """Rough, from the quick profile on the busy 2-core box (load 4-9): ~10 ms per pod and phase to create
-    and group (phases: baseline + grouper; limits 1 + 3; restart its setup), ~6 ms per pod to delete a
-    grouper namespace (not in the last scenario), ~3 ms per cached pod for a restart, ~10 s per phase."""
+    and group (phases: baseline + grouper, + baseline with ``bracket``; limits 1 + 3; restart its setup),
+    ~6 ms per pod to delete a grouper namespace (not in the last scenario), ~3 ms per cached pod for a
+    restart, ~10 s per phase."""
     total = 30.0
     for i, s in enumerate(scenarios):
-        phases = {"restart": 1, "limits": 1 + len(s.limits)}.get(s.kind, 2)
-        total += 10 * phases + (2 * s.pods / s.rate if s.kind == "steady" else s.pods * phases * 0.010)
+        baselines = {"restart": 0, "limits": 1}.get(s.kind, 1 + bracket)
+        phases = baselines + (len(s.limits) if s.kind == "limits" else 1)
+        total += 10 * phases + (phases * s.pods / s.rate if s.kind == "steady" else s.pods * phases * 0.010)
         if i < len(scenarios) - 1:
-            total += s.pods * (phases - (s.kind != "restart")) * 0.006
+            total += s.pods * (phases - baselines) * 0.006  # the baselines' namespaces stay
         if s.kind == "restart" or s.restart:
             total += 20 + s.pods * 0.003
     return total
@@ -581,9 +583,11 @@ class Bench:
             res["client_limits"] = self.client_limits()
             res["baseline"] = await self.phase(sc, "baseline", keep=True)
             res["grouper"] = await self.phase(sc, "grouper", probes=sc.probes, keep=sc.restart)
-            res["ratio"] = _ratio(res["grouper"], res["baseline"])
             if sc.restart:
                 res["restart"] = await self.restart_over(res["grouper"])
+            if self.args.bracket:  # after the grouper's namespace is gone, as before the first baseline
+                res["baseline_after"] = await self.phase(sc, "baseline", keep=True, tag="baseline-after")
+            res.update(bracketed_ratio(res["grouper"], res["baseline"], res.get("baseline_after")))
         elif sc.kind == "limits":
             res["baseline"] = await self.phase(sc, "baseline", keep=True)
             res["settings"] = []
@@ -715,6 +719,17 @@ def _ratio(g: dict[str, Any], b: dict[str, Any]) -> float | None:
     return round(g["total_s"] / b["total_s"], 2) if b.get("total_s") else None
 
 
+def bracketed_ratio(g: dict[str, Any], before: dict[str, Any], after: dict[str, Any] | None) -> dict[str, Any]:
+    """The grouper's time over the baseline's. With a second baseline after the grouper phase (``--bracket``)
+    the ratio is to the mean of both, which cancels a drift of the box or the API server that is linear in
+    time (the grouper phase always runs second); ``baseline_drift`` (after / before) says how large it was."""
+    if after is None or not after.get("total_s") or not before.get("total_s"):
+        return {"ratio": _ratio(g, before)}
+    mean = (before["total_s"] + after["total_s"]) / 2
+    return {"ratio": round(g["total_s"] / mean, 2), "ratio_to_first_baseline": _ratio(g, before),
+            "baseline_drift": round(after["total_s"] / before["total_s"], 2)}
+
+
 def probe_figures(p: dict[str, Any]) -> dict[str, Any]:
     gaps = lease_gaps(p.get("renewals") or [])
     return {
@@ -753,10 +768,10 @@ def table(results: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
 
     def row(name: str, pods: int, g: dict[str, Any], b: dict[str, Any] | None, limits: dict[str, str],
-            load: str, ratio: Any) -> str:
+            load: str, ratio: Any, b2: dict[str, Any] | None = None) -> str:
         lat = g["latency_s"]
-        ok = "yes" if g["verification"]["ok"] and (b is None or b["verification"]["ok"]) else "**NO**"
-        base = f" ({_f(b['total_s'])})" if b else ""
+        ok = "yes" if all(x["verification"]["ok"] for x in (g, b, b2) if x is not None) else "**NO**"
+        base = f" ({_f(b['total_s'])}{' / ' + _f(b2['total_s']) if b2 else ''})" if b else ""
         minimal = (b or {}).get("baseline_writes", {}).get("writes")
         return (f"| {name} | {pods:,} | {_f(ratio)}x | {_f(g['total_s'])}{base} | {_f(g['after_last_create_s'])} | "
                 f"{_f(lat['p50'])} / {_f(lat['p90'])} / {_f(lat['p99'])} | {_f(g['grouper_cpu_ms_per_pod'])} | "
@@ -771,7 +786,13 @@ def table(results: dict[str, Any]) -> str:
             continue
         load = f"{s['load_start']:.1f}-{s['load_end']:.1f}"
         if s["kind"] in ("burst", "steady"):
-            rows.append(row(s["name"], s["pods"], s["grouper"], s["baseline"], s["client_limits"], load, s["ratio"]))
+            rows.append(row(s["name"], s["pods"], s["grouper"], s["baseline"], s["client_limits"], load, s["ratio"],
+                            s.get("baseline_after")))
+            if s.get("baseline_after"):
+                extra.append(f"- **{s['name']}, baselines before / after the grouper**: "
+                             f"{_f(s['baseline']['total_s'])} / {_f(s['baseline_after']['total_s'])} s (drift "
+                             f"{_f(s['baseline_drift'])}x); the ratio is to their mean, "
+                             f"{_f(s['ratio_to_first_baseline'])}x to the first alone")
             el = s["grouper"].get("event_loop")
             if el:
                 extra.append(f"- **event loop during {s['name']}**: `/healthz` p50 / p99 / max "
@@ -880,7 +901,8 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
     t0 = time.monotonic()
     load_start = os.getloadavg()[0]
     results: dict[str, Any] = {
-        "label": args.label, "profile": args.profile if not args.scenario else "scenarios", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "label": args.label, "profile": args.profile if not args.scenario else "scenarios",
+        "bracket": args.bracket, "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git_commit(REPO), "grouper_commit": args.grouper_commit or git_commit(args.checkout),
         "grouper_tree": git_tree(args.checkout),
         "grouper_command": args.command, "grouper_args": args.grouper_arg,
@@ -927,7 +949,7 @@ async def run(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, 
 
 
 def _verified(s: dict[str, Any]) -> bool:
-    checks = [s.get(k, {}).get("verification", {}).get("ok", True) for k in ("grouper", "baseline")]
+    checks = [s.get(k, {}).get("verification", {}).get("ok", True) for k in ("grouper", "baseline", "baseline_after")]
     checks += [r["verification"]["ok"] for r in s.get("settings", [])]
     r = s.get("restart") or {}
     checks += [r.get("verification", {}).get("ok", True), r.get("setup", {}).get("verification", {}).get("ok", True)]
@@ -963,6 +985,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="only print (and with --readme write) the table of an earlier run's JSON")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (grouper logs, token)")
+    ap.add_argument("--bracket", action="store_true",
+                    help="run each burst and steady scenario's baseline again after its grouper phase and "
+                         "take the ratio to the mean of both (cancels the drift of a box whose load changes)")
     ap.add_argument("--audit-log", metavar="PATH",
                     help="the API server's audit log of every pod and PodGroup write, with its body")
     args = ap.parse_args(argv)
@@ -1005,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = [replace(s, kinds=kinds) for s in scenarios]
     readme = args.readme if args.readme is not None else not args.scenario and not args.kinds
     say(f"cluster benchmark, profile {args.profile}, {len(scenarios)} scenario(s), grouper {args.checkout} "
-        f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios) / 60:.0f} min")
+        f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios, args.bracket) / 60:.0f} min")
 
     results = asyncio.run(run(args, scenarios))
     out = args.out or RESULTS / f"cluster-{results['profile']}.json"

@@ -93,7 +93,8 @@ async def _watcher(ep: Endpoint, ns: str, expected: int, ready: Event, stop: Eve
 def baseline_main(ep: Endpoint, ns: str, inbox: Any, ready: Event, stop: Event, out: Any) -> None:
     """``inbox`` (the reading end of a Pipe: sent at once by the benchmark, no feeder thread) carries
     ``(pods: {pod: (podgroup, subgroup | None)}, podgroups: {name: body})`` per workload, then None.
-    Puts ``{"writes": n, "podgroups": n, "patches": n, "errors": [...]}`` on ``out`` when ``stop`` is set."""
+    Puts ``{"writes": n, "podgroups": n, "patches": n, "errors": [...], "cpu_s": s}`` on ``out`` when ``stop``
+    is set."""
     asyncio.run(_baseline(ep, ns, inbox, ready, stop, out))
 
 
@@ -172,7 +173,8 @@ async def _baseline(ep: Endpoint, ns: str, inbox: Any, ready: Event, stop: Event
         if tasks:
             await asyncio.wait(tasks, timeout=30)
         out.put({"writes": counts["podgroups"] + counts["patches"], **counts, "errors": errors[:20],
-                 "error_count": len(errors), "unassigned": len(parked)})
+                 "error_count": len(errors), "unassigned": len(parked),
+                 "cpu_s": round(time.process_time(), 2)})  # the whole process: its own CPU per pod
     except BaseException as e:
         out.put({"error": repr(e), **counts})
         raise

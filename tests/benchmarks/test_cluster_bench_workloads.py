@@ -98,3 +98,31 @@ def test_report_renders_a_failed_scenario_next_to_a_measured_one() -> None:
     text = cluster_bench.table(results)
     assert "| restart-100000 | | **FAILED: AssertionError('/metrics: None')** |" in text
     assert "| burst-1000-small | 1,000 | 1.10x |" in text
+
+
+def test_bracketed_ratio_is_to_the_mean_of_both_baselines_and_says_the_drift() -> None:
+    import cluster_bench
+
+    g, b1, b2 = {"total_s": 33.0}, {"total_s": 25.0}, {"total_s": 35.0}
+    assert cluster_bench.bracketed_ratio(g, b1, None) == {"ratio": 1.32}
+    assert cluster_bench.bracketed_ratio(g, b1, b2) == {"ratio": 1.1, "ratio_to_first_baseline": 1.32,
+                                                        "baseline_drift": 1.4}
+    assert cluster_bench.bracketed_ratio(g, b1, {"total_s": 0}) == {"ratio": 1.32}  # no second figure
+
+
+def test_report_of_a_bracketed_run_shows_both_baselines_and_checks_both() -> None:
+    import cluster_bench
+
+    fig = {"total_s": 2.0, "after_last_create_s": 0.5, "latency_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3},
+           "grouper_cpu_ms_per_pod": 1.0, "grouper_rss_mib": 80.0, "grouper_rss_growth_kb_per_pod": 2.0,
+           "grouper_requests_per_pod": 1.2, "grouper_writes": 1200.0, "verification": {"ok": True}}
+    base = {**fig, "baseline_writes": {"writes": 1200}}
+    s = {"name": "burst-1000-small", "kind": "burst", "pods": 1000, "load_start": 1.0, "load_end": 2.0,
+         "client_limits": {"qps": "0", "burst": "0"}, "grouper": fig, "baseline": {**base, "total_s": 1.6},
+         "baseline_after": {**base, "total_s": 2.4, "verification": {"ok": False}},
+         **cluster_bench.bracketed_ratio(fig, {"total_s": 1.6}, {"total_s": 2.4})}
+    text = cluster_bench.table({"scenarios": [s]})
+    assert "| burst-1000-small | 1,000 | 1.00x | 2.00 (1.60 / 2.40) |" in text
+    assert "| **NO** |" in text  # the second baseline's namespace failed verification
+    assert "baselines before / after the grouper**: 1.60 / 2.40 s (drift 1.50x)" in text
+    assert "1.25x to the first alone" in text
