@@ -73,8 +73,10 @@ def ns(fkube: Kube) -> Iterator[str]:
     """A fresh namespace on the fault cluster."""
     name = f"f-{uuid.uuid4().hex[:8]}"
     fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # pod admission needs the namespace's default ServiceAccount, which the controller manager creates
-    wait_until(lambda: fkube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
+    # pod admission needs the namespace's default ServiceAccount, which the controller manager creates;
+    # after a test stopped the API server its watches come back on client-go's backoff (up to 30 s + a
+    # re-list), so the first namespace after an outage may wait that long (seen in CI after the outage test)
+    wait_until(lambda: fkube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 120,
                what=f"ServiceAccount {name}/default")
     yield name
     fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)

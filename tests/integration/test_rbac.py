@@ -25,6 +25,8 @@ from controller.harness import GROUPER, annotated, free_port, job, label_namespa
 from kube import Kube, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
+from grouper.writer.events import COMPONENT
+
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "deploy" / "rbac.yaml"
 SA_NS, SA = "kai-system", "kai-pod-grouper"
@@ -164,7 +166,10 @@ def test_every_granted_right_is_used(cluster: Any, kube: Kube, namespace: str, t
         # a Job that cannot be grouped: a Warning Event
         kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs",
                     job("broken", 1, annotations={"kai.scheduler/batch-min-member": "abc"}))
-        wait_until(lambda: kube.list(f"/api/v1/namespaces/{ns}/events"), 60, what="Warning Event")
+        # the grouper's own Event: the Job controller's SuccessfulCreate Events land in this namespace too
+        wait_until(lambda: [e for e in kube.list(f"/api/v1/namespaces/{ns}/events")
+                            if e.get("reportingComponent") == COMPONENT and e.get("type") == "Warning"],
+                   60, what="the grouper's Warning Event")
         # reviewed API requests, one reading the workload live through the grouper's client
         admin = {"Authorization": f"Bearer {cluster.admin_token}"}
         live = api.get(f"/workloads/{ns}/Job/e2e", params={"live": "true"}, headers=admin)
