@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
+# the object's metadata alone, else the whole object (any API server since 1.15 can do the first)
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
 
 
 class ApiError(Exception):
@@ -141,7 +143,7 @@ class KubeClient:
         self.user_agent = user_agent
         self.limiter = RateLimiter(qps, burst)
         self._timeout = request_timeout
-        self._header_sets: dict[tuple[str, str | None], bytes] = {}
+        self._header_sets: dict[tuple[str, str | None, str], bytes] = {}
         self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
         ssl_context = config.ssl_context()
         # watches (streams) go through aiohttp; every other request through the leaner HTTP/1.1 pool
@@ -153,7 +155,7 @@ class KubeClient:
         self._http = Http1Pool(
             config.server,
             ssl_context if isinstance(ssl_context, ssl.SSLContext) else None,
-            default_headers={"User-Agent": user_agent, "Accept": JSON},
+            default_headers={"User-Agent": user_agent},  # Accept per request (_header_lines)
         )
 
     async def close(self) -> None:
@@ -169,15 +171,16 @@ class KubeClient:
             h["Content-Type"] = content_type
         return h
 
-    def _header_lines(self, content_type: str | None) -> bytes:
-        """The request's own header lines, encoded once per (credential, content type): the token
+    def _header_lines(self, content_type: str | None, accept: str = JSON) -> bytes:
+        """The request's own header lines, encoded once per (credential, content type, accept): the token
         changes only when the credentials rotate."""
         token = self.config.bearer() or ""
-        cached = self._header_sets.get((token, content_type))
+        cached = self._header_sets.get((token, content_type, accept))
         if cached is None:
             if len(self._header_sets) > 16:  # rotated credentials: drop the old ones
                 self._header_sets.clear()
-            cached = self._header_sets[(token, content_type)] = header_lines(self._headers(content_type))
+            headers = {"Accept": accept, **self._headers(content_type)}
+            cached = self._header_sets[(token, content_type, accept)] = header_lines(headers)
         return cached
 
     def _count(self, method: str, path: str, params: Mapping[str, Any] | None, code: int | str) -> None:
@@ -195,6 +198,7 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        accept: str = JSON,
     ) -> Any:
         """One request; returns the decoded body. Raises :class:`ApiError` for non-2xx and transport errors.
 
@@ -213,7 +217,7 @@ class KubeClient:
                 resp = await self._http.request(
                     method,
                     self._http.target(path, _params(params)),
-                    self._header_lines(content_type),
+                    self._header_lines(content_type, accept),
                     data,
                     timeout or self._timeout,
                 )
@@ -289,8 +293,13 @@ class KubeClient:
     async def replace(self, path: str, obj: dict[str, Any]) -> Any:
         return await self.request("PUT", path, body=obj)
 
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> Any:
-        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> Any:
+        """``metadata_only``: the answer is the object's ``metadata`` alone (a ``PartialObjectMetadata``)
+        for a caller that reads nothing else of it; the API server then neither encodes nor sends the
+        spec and status (most of a pod), and we do not decode them. A server that cannot answer so
+        sends the whole object (the second choice of the Accept header)."""
+        accept = METADATA_ONLY if metadata_only else JSON
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH, accept=accept)
 
     async def watch(
         self,

@@ -16,8 +16,18 @@ class GVK(NamedTuple):
 
     @classmethod
     def from_api_version(cls, api_version: str, kind: str) -> "GVK":
-        group, _, version = api_version.rpartition("/")
-        return cls(group, version, kind)
+        # Every owner lookup of every decision and pod event parses its reference's apiVersion; the
+        # distinct (apiVersion, kind) pairs are a handful, so the parsed tuple is kept (bounded: a
+        # hostile stream of made-up kinds only restarts the table).
+        gvk = _GVKS.get((api_version, kind))
+        if gvk is None or cls is not GVK:
+            group, _, version = api_version.rpartition("/")
+            gvk = cls(group, version, kind)
+            if cls is GVK:
+                if len(_GVKS) >= _GVKS_MAX:
+                    _GVKS.clear()
+                _GVKS[(api_version, kind)] = gvk
+        return gvk
 
     @classmethod
     def of(cls, obj: Obj) -> "GVK":
@@ -29,6 +39,10 @@ class GVK(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.kind}.{self.version}.{self.group}" if self.group else f"{self.kind}.{self.version}"
+
+
+_GVKS: dict[tuple[str, str], GVK] = {}
+_GVKS_MAX = 1024
 
 
 def meta(obj: Obj) -> dict[str, Any]:

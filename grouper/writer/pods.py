@@ -49,7 +49,8 @@ def pod_patch(pod: Obj, pod_group: str, sub_group: str | None) -> dict[str, Any]
 
 def marked(pod: Obj, written: Obj) -> Obj:
     """What to expect until the echo of our patch arrives: the pod as we knew it with the two marks and
-    the resourceVersion of the patch's answer (``written``, the whole pod as the API server returned it).
+    the resourceVersion of the patch's answer (``written``: the pod's metadata as the API server returned
+it, or the whole pod).
     Everything that reads an expected pod reads only the marks (and the version, to match the echo), so
     the answer is not slimmed into a second cached-like copy: that cost as much as caching the echo."""
     meta, answered = dict(o.meta(pod)), o.meta(written)
@@ -120,7 +121,10 @@ class PodPatcher:
             raise NotLeader()
         first_annotation = not _annotations(current).get(POD_GROUP_ANNOTATION)
         try:
-            written = await self.client.merge_patch(POD_RESOURCE.path(o.namespace(pod), o.name(pod)), patch)
+            # only the answer's metadata is read (``marked``): the whole pod is most of a patch's CPU
+            written = await self.client.merge_patch(
+                POD_RESOURCE.path(o.namespace(pod), o.name(pod)), patch, metadata_only=True
+            )
         except ApiError as e:
             if e.not_found:
                 self._count("gone")

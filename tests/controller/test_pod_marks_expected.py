@@ -33,7 +33,7 @@ class Client:
     def __init__(self) -> None:
         self.patches: list[dict[str, Any]] = []
 
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> dict[str, Any]:
         self.patches.append(patch)
         return answer("7")
 

@@ -17,7 +17,7 @@ class Recorder:
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> dict[str, Any]:
         self.patches.append((path, patch))
         return annotated("2")
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from kube import Kube
 
 from grouper.kube import config as kubeconfig
-from grouper.kube.transport import KubeClient
+from grouper.kube.transport import ApiError, KubeClient
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
@@ -141,3 +141,41 @@ def test_kubeconfig_loading_and_token_refresh(cluster: Any, tmp_path: Any) -> No
 
     version, ns = asyncio.run(main())
     assert version["major"] and ns["metadata"]["name"] == "default"
+
+
+def test_pod_patch_answer_is_metadata_only_and_marks_the_pod(cluster: Any, kube: Kube, namespace: str) -> None:
+    """A pod patch asks for the answer's metadata alone (the grouper reads nothing else of it): the API
+    server answers a PartialObjectMetadata with the new marks and the version the echo will carry, and
+    errors still come back as a Status the caller can act on."""
+    from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
+    from grouper.writer.pods import marked
+
+    pod = kube.create(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p0", "labels": {"app": "x"}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "busybox"}]},
+    })
+    path = f"/api/v1/namespaces/{namespace}/pods/p0"
+    patch = {"metadata": {"annotations": {POD_GROUP_ANNOTATION: "pg-a"}, "labels": {SUBGROUP_LABEL: "workers"}}}
+
+    async def scenario(client: KubeClient) -> tuple[Any, Any, Any]:
+        slim = await client.merge_patch(path, patch, metadata_only=True)
+        full = await client.merge_patch(path, {"metadata": {"annotations": {"other": "1"}}})
+        try:
+            await client.merge_patch(path, {"metadata": {"resourceVersion": "1", "labels": {"b": "c"}}},
+                                     metadata_only=True)
+        except ApiError as e:
+            return slim, full, e
+        return slim, full, None
+
+    (slim, full, conflict), _ = run(cluster, scenario)
+    assert slim["kind"] == "PartialObjectMetadata" and "spec" not in slim and "status" not in slim
+    assert slim["metadata"]["annotations"][POD_GROUP_ANNOTATION] == "pg-a"
+    assert slim["metadata"]["labels"] == {"app": "x", SUBGROUP_LABEL: "workers"}
+    assert full["kind"] == "Pod" and full["spec"]["schedulerName"] == "kai-scheduler"  # the default answer
+    assert int(full["metadata"]["resourceVersion"]) > int(slim["metadata"]["resourceVersion"])
+    assert getattr(conflict, "status", None) == 409 and getattr(conflict, "reason", None) == "Conflict"
+    expected = marked(pod, slim)  # what the patcher expects until the echo: the cached pod, the answer's marks
+    assert expected["spec"] == pod["spec"] and expected["kind"] == "Pod"
+    assert expected["metadata"]["annotations"][POD_GROUP_ANNOTATION] == "pg-a"
+    assert expected["metadata"]["labels"][SUBGROUP_LABEL] == "workers"
+    assert expected["metadata"]["resourceVersion"] == slim["metadata"]["resourceVersion"]

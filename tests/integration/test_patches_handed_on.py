@@ -34,7 +34,7 @@ class HeldPatches:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> Any:
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> Any:
         pod = path.rsplit("/", 1)[-1]
         self.sent.append(pod)
         if pod in self.held:
