@@ -126,7 +126,7 @@ def all_scenarios() -> dict[str, Scenario]:
     return {s.name: s for s in [*profile("full"), Scenario("restart-10000", "restart", 10000)]}
 
 
-def estimate_seconds(scenarios: list[Scenario], bracket: bool = False) -> float:
+def estimate_seconds(scenarios: list[Scenario], bracket: bool = False, restarts: int = 1) -> float:
     """Rough, from the quick profile on the busy 2-core box (load 4-9): ~10 ms per pod and phase to create
     and group (phases: baseline + grouper, + baseline with ``bracket``; limits 1 + 3; restart its setup),
     ~6 ms per pod to delete a grouper namespace (not in the last scenario), ~3 ms per cached pod for a
@@ -139,7 +139,7 @@ def estimate_seconds(scenarios: list[Scenario], bracket: bool = False) -> float:
         if i < len(scenarios) - 1:
             total += s.pods * (phases - baselines) * 0.006  # the baselines' namespaces stay
         if s.kind == "restart" or s.restart:
-            total += 20 + s.pods * 0.003
+            total += (20 + s.pods * 0.003) * restarts
     return total
 
 
@@ -259,12 +259,13 @@ class Bench:
         return ("--leader-elect", "--leader-election-namespace", SA_NAMESPACE, *self.args.limits.split(),
                 *self.args.grouper_arg, *extra)
 
-    def start_grouper(self, extra: tuple[str, ...] = ()) -> float:
-        """Start ``grouper run``; returns the seconds until /readyz answered 200."""
+    def start_grouper(self, extra: tuple[str, ...] = (), command: list[str] | None = None) -> float:
+        """Start ``grouper run`` (``command``: instead of ``--grouper-python``'s); returns the seconds until
+        /readyz answered 200."""
         self.generation += 1
         self.token_file.write_text(self.cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=48 * 3600))
         g = GrouperProcess(self.cluster, self.token_file, self.work, identity=f"bench-{self.generation}",
-                           args=self.grouper_args(extra), command=self.args.command,
+                           args=self.grouper_args(extra), command=command or self.args.command,
                            env={"GROUPER_LOG_LEVEL": "warning"}, die_with_parent=True)
         self.grouper = g.start()
         return g.wait_ready(timeout=600)
@@ -617,7 +618,15 @@ class Bench:
             pgs, _ = await self.api.list(PGS.format(ns=ns))
             before[ns] = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pgs}
         res: dict[str, Any] = {"setup": setup, "pods": setup["pods"], "workloads": setup["workloads"]}
-        res.update(await self.restart(setup))
+        runs = []
+        for i in range(self.args.restarts):  # with --restart-alt-python every other one runs the other grouper
+            alt = bool(self.args.alt_command) and i % 2 == 1
+            run = await self.restart(setup, command=self.args.alt_command if alt else None)
+            run["grouper"] = "alt" if alt else "main"
+            runs.append(run)
+        res.update(runs[0])
+        if len(runs) > 1:
+            res["runs"] = runs
         v = Verification()
         for ns in names:
             v.merge(await self.verify_again(ns, before[ns]))
@@ -627,20 +636,25 @@ class Bench:
         res["delete_s"] = rounded(await self.delete_namespaces(names), 1)
         return res
 
-    async def restart(self, setup: dict[str, Any]) -> dict[str, Any]:
-        """Stop the grouper, start a new one over the cached, grouped pods: time to /readyz, to leading, to
-        having re-decided every workload (reconciles >= workloads and an empty queue, twice in a row), the
-        writes it made, RSS."""
-        # the floor of a restart: the grouper's first LIST (its scheduler's pods, 500 per page), by a plain
-        # client while no grouper runs
+    async def restart(self, setup: dict[str, Any], command: list[str] | None = None) -> dict[str, Any]:
+        """Stop the grouper, start a new one (``command``: another checkout's) over the cached, grouped pods:
+        time to /readyz, to leading, to having re-decided every workload (reconciles >= workloads and an
+        empty queue, twice in a row), the writes it made, RSS."""
+        # the floor of a restart: the grouper's pods listed by a plain client while no grouper runs, page by
+        # page (500 per page) and as one streaming list
         self.stop_grouper()
-        t_list = time.monotonic()
         selector = {"fieldSelector": f"spec.schedulerName={GROUPER_SCHEDULER}"}
+        t_list = time.monotonic()
         listed, _ = await self.api.list("/api/v1/pods", limit=500, selectors=selector)
         list_floor_s, n_listed = time.monotonic() - t_list, len(listed)
         del listed
+        t_list = time.monotonic()
+        streamed = await self.api.stream_list("/api/v1/pods", selectors=selector)
+        stream_floor_s = time.monotonic() - t_list
+        if streamed != n_listed:
+            say(f"  !! a streaming list sent {streamed:,} pods, the LIST {n_listed:,}")
         t0 = time.monotonic()
-        ready_s = self.start_grouper()
+        ready_s = self.start_grouper(command=command)
         leading_s = self.wait_leading() + ready_s
         # a new workload created while the re-checks run: grouped at once, or queued behind them?
         fresh = asyncio.create_task(self.fresh_workload())
@@ -662,6 +676,8 @@ class Bench:
         c = self.counters()
         rss = self.g.rss_bytes()
         out = {"list_floor_s": round(list_floor_s, 2), "list_floor_pods": n_listed,
+               "stream_list_floor_s": round(stream_floor_s, 2),
+               "grouper_commit": git_commit(grouper_checkout(command) or REPO) if command else None,
                "ready_s": round(ready_s, 2), "leading_s": round(leading_s, 2),
                "settled_s": rounded(settled_s, 2), "reconciles": c["reconciles"],
                "new_workload_s": rounded(new_s, 2), "new_workload_writes": new_writes,
@@ -669,7 +685,8 @@ class Bench:
                "events_after_restart": c["events"], "cpu_s": round(self.g.cpu_seconds(), 2),
                "rss_mib": round(rss / 2**20, 1),
                "rss_per_cached_pod_kb": round((rss - self.args.idle_rss) / 1024 / setup["pods"], 1)}
-        say(f"  restart: a plain LIST of the {n_listed:,} pods {out['list_floor_s']} s; ready {out['ready_s']} s, leading {out['leading_s']} s, settled {out['settled_s']} s, "
+        say(f"  restart{' (alt grouper)' if command else ''}: a plain LIST of the {n_listed:,} pods {out['list_floor_s']} s, a streaming list "
+            f"{out['stream_list_floor_s']} s; ready {out['ready_s']} s, leading {out['leading_s']} s, settled {out['settled_s']} s, "
             f"{c['reconciles']:.0f} reconciles, {out['writes_after_restart']:.0f} writes, RSS {out['rss_mib']} MiB "
             f"({out['rss_per_cached_pod_kb']} KB per cached pod); a new 5-pod workload grouped {out['new_workload_s']} s "
             f"after its last pod was created")
@@ -811,13 +828,23 @@ def table(results: dict[str, Any]) -> str:
             ok = "yes" if r["verification"]["ok"] and r["setup"]["verification"]["ok"] else "**NO**"
             name = s["name"] if s["kind"] == "restart" else f"restart after {s['name']}"
             extra.append(f"- **{name}** (over {r['pods']:,} grouped pods, {r['workloads']:,} "
-                         f"workloads; a plain client's LIST of its pods: {_f(r.get('list_floor_s'))} s): `/readyz` {_f(r['ready_s'])} s, leading {_f(r['leading_s'])} s, re-decided "
+                         f"workloads; a plain client's LIST of its pods: {_f(r.get('list_floor_s'))} s"
+                         f"{_stream_floor(r)}): `/readyz` {_f(r['ready_s'])} s, leading {_f(r['leading_s'])} s, re-decided "
                          f"everything {_f(r['settled_s'])} s after the start, **{r['writes_after_restart']:.0f} "
                          f"writes** after the restart (a new 5-pod workload created once it led: grouped "
                          f"{_f(r.get('new_workload_s'))} s after its last pod), RSS {_f(r['rss_mib'], 0)} MiB = "
                          f"{_f(r['rss_per_cached_pod_kb'], 1)} KB per cached pod (over the idle grouper's); "
                          f"verified: {ok}; load {load}")
+            if r.get("runs"):
+                extra.append(f"  - every restart of {name} (ready / leading / settled s, writes): " + "; ".join(
+                    f"{run['grouper']}{' ' + run['grouper_commit'] if run.get('grouper_commit') else ''} "
+                    f"{_f(run['ready_s'])} / {_f(run['leading_s'])} / {_f(run['settled_s'])}, "
+                    f"{run['writes_after_restart']:.0f}" for run in r["runs"]))
     return "\n".join([*rows, "", *extra])
+
+
+def _stream_floor(r: dict[str, Any]) -> str:
+    return f", a streaming list: {_f(r['stream_list_floor_s'])} s" if r.get("stream_list_floor_s") is not None else ""
 
 
 def header(results: dict[str, Any]) -> str:
@@ -988,6 +1015,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bracket", action="store_true",
                     help="run each burst and steady scenario's baseline again after its grouper phase and "
                          "take the ratio to the mean of both (cancels the drift of a box whose load changes)")
+    ap.add_argument("--restarts", type=int, default=1, metavar="N",
+                    help="restart the grouper N times over a restart scenario's pods (each run is recorded)")
+    ap.add_argument("--restart-alt-python", metavar="PATH",
+                    help="with --restarts: every other restart runs the grouper of this other checkout's Python "
+                         "(paired A/B over the same objects)")
     ap.add_argument("--audit-log", metavar="PATH",
                     help="the API server's audit log of every pod and PodGroup write, with its body")
     args = ap.parse_args(argv)
@@ -1013,6 +1045,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--grouper-python {python}: cannot import the grouper package with it (is it a checkout's "
                  ".venv/bin/python with the package installed?)")
     args.checkout = checkout
+    args.alt_command = None
+    if args.restart_alt_python:
+        args.alt_command = [args.restart_alt_python, "-m", "grouper.cli.main"]
+        if grouper_checkout(args.alt_command) is None:
+            ap.error(f"--restart-alt-python {args.restart_alt_python}: cannot import the grouper package with it")
+    if args.restarts < 1:
+        ap.error("--restarts must be >= 1")
     args.default_limits = default_limits(args.command)
     args.label = args.label or git_commit(args.checkout)
     if args.scenario:
@@ -1030,7 +1069,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = [replace(s, kinds=kinds) for s in scenarios]
     readme = args.readme if args.readme is not None else not args.scenario and not args.kinds
     say(f"cluster benchmark, profile {args.profile}, {len(scenarios)} scenario(s), grouper {args.checkout} "
-        f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios, args.bracket) / 60:.0f} min")
+        f"({git_commit(args.checkout)}); estimated {estimate_seconds(scenarios, args.bracket, args.restarts) / 60:.0f} min")
 
     results = asyncio.run(run(args, scenarios))
     out = args.out or RESULTS / f"cluster-{results['profile']}.json"

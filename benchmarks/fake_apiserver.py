@@ -4,7 +4,9 @@ It serves exactly what ``grouper run`` asks for with bare pods (the default grou
 (list/watch/get/merge-patch), PodGroups ``scheduling.run.ai/v2alpha2`` (list/watch/get/create/
 update/delete), PriorityClasses and Kartas (empty list/watch), Leases (get/create/update), Events
 (create/patch) and ``/livez``. LISTs are paginated (``limit``/``continue``) over a snapshot; watches
-stream chunked JSON lines; every write bumps a global resourceVersion and is echoed on the watches.
+stream chunked JSON lines, a streaming list's (``sendInitialEvents=true``) first every object as ADDED and
+the ``k8s.io/initial-events-end`` bookmark; every write bumps a global resourceVersion and is echoed on
+the watches.
 Objects are kept as serialized JSON (orjson), parsed only when patched, so 100,000 pods cost little
 memory and CPU here: what the benchmark measures is the grouper's event loop, not this server.
 
@@ -125,7 +127,7 @@ class FakeApi:
                     kind = self.kinds[res]
                     if m == "GET" and not name:
                         if request.query.get("watch") in ("true", "1"):
-                            return await self.watch(request, kind)
+                            return await self.watch(request, kind, ns)
                         return self.list(request, kind, ns)
                     if m == "GET":
                         raw = kind.objects.get((ns, name))
@@ -178,9 +180,17 @@ class FakeApi:
         )
         return web.Response(body=body, content_type="application/json")
 
-    async def watch(self, request: web.Request, kind: Kind) -> web.StreamResponse:
+    async def watch(self, request: web.Request, kind: Kind, ns: str) -> web.StreamResponse:
         kind.watch_opens += 1
         q: asyncio.Queue[bytes | None] = asyncio.Queue()
+        if request.query.get("sendInitialEvents") in ("true", "1"):  # a streaming list: the objects first
+            kind.lists += 1
+            for (ons, _), raw in kind.objects.items():
+                if not ns or ons == ns:
+                    q.put_nowait(b'{"type":"ADDED","object":' + raw + b"}\n")
+            end = {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": {
+                "resourceVersion": str(self.rv), "annotations": {"k8s.io/initial-events-end": "true"}}}}
+            q.put_nowait(orjson.dumps(end) + b"\n")
         kind.watches.append(q)
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()

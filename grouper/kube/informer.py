@@ -1,14 +1,19 @@
 """A list-then-watch informer keeping an in-memory cache of one resource, like client-go's reflector.
 
-- LIST with pagination (``limit`` / ``continue``), then WATCH from the list's resourceVersion with
-  ``allowWatchBookmarks=true``; the resourceVersion advances with every event and bookmark.
+- A *streaming list* first (a WATCH with ``sendInitialEvents=true``, KEP-3157, what client-go's
+  informers do since Kubernetes 1.35): the API server sends every object as an ADDED event from its watch
+  cache, then a bookmark annotated ``k8s.io/initial-events-end``, and the same stream goes on as the
+  watch. A server that refuses it (the WatchList feature off, before 1.34 by default) gets a paginated
+  LIST (``limit`` / ``continue``) and a WATCH from the list's resourceVersion instead, and is not asked
+  again (``KubeClient.watch_list``). Either way ``allowWatchBookmarks=true``; the resourceVersion advances
+  with every event and bookmark.
 - 410 Gone (expired resourceVersion, on the watch or mid-pagination) → a fresh LIST, and the cache is
   reconciled with it: vanished objects produce synthesized DELETED events, changed ones MODIFIED.
 - Other failures → exponential back-off (0.8 s doubling to 30 s, jittered; at most 2 s while the API
   server cannot be reached at all, so grouping resumes within seconds of its return) and a new watch; a
   first LIST that is forbidden (403) or not found (404: CRD gone) ends the informer with ``error`` set,
   because retrying cannot help until RBAC or the CRD changes.
-- Health: the informer is *synced* after its first LIST, and *healthy* only while its watch is open (or
+- Health: the informer is *synced* after its first (streaming) list, and *healthy* only while its watch is open (or
   has been down for less than ``grace`` seconds, the normal gap of a watch re-opened after its timeout).
   After an outage longer than ``grace`` it re-lists before it counts as healthy again, so readiness comes
   back only with a cache known to be complete.
@@ -49,6 +54,7 @@ IndexFunc = Callable[[Obj], list[str]]
 Index = dict[str, Members[str | tuple[str, str]]]  # value -> the one object (its name or key), or a set of them
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the bookmark that ends a streaming list's objects
 CONNECTION_BACKOFF_CAP = 2.0  # seconds between attempts while the API server is unreachable
 ERROR_BACKOFF_CAP = 30.0
 
@@ -307,15 +313,20 @@ class Informer:
                         # an outage, not a watch re-opened on time: re-list before claiming health again
                         self._need_list = True
                         self._outage_relist = True
-                    if self._need_list or not self._rv:
+                    if not (self._need_list or not self._rv):
+                        await self._watch()
+                    elif self.client.watch_list:
+                        await self._watch(initial=True)
+                    else:
                         await self._list()
-                    await self._watch()
+                        await self._watch()
                     delay = 0.0
                 except ApiError as e:
                     self._mark_down(f"{e.status} {e.reason}: {e.message}"[:300] if e.status else e.message[:300])
                     if e.gone:
                         log.info("resourceVersion expired, re-listing", extra={"resource": self.name})
                         self._need_list = True
+                        self._rv = ""  # a streaming list from it would be refused the same way
                         continue
                     if (e.forbidden or e.not_found) and not self.synced.is_set() and self._lists == 0:
                         # RBAC denies it / the resource is not served: retrying cannot help until that
@@ -399,6 +410,11 @@ class Informer:
             if not pending.done():  # cancelled, or a page could not be processed: no request left behind
                 pending.cancel()
                 await asyncio.gather(pending, return_exceptions=True)
+        await self._replace_with(items, rv)
+
+    async def _replace_with(self, items: dict[tuple[str, str], Obj], rv: str) -> None:
+        """The end of a (streaming) list: ``items`` (transformed, keyed) become the cache as of ``rv``, and
+        the handlers see what changed."""
         self._lists += 1
         if self._lists > 1 and self.metrics is not None:
             self.metrics.relists.labels(resource=self.resource.plural).inc()
@@ -493,69 +509,145 @@ class Informer:
             self._need_list = True
             raise
 
-    async def _watch(self) -> None:
-        params = {
+    async def _watch(self, *, initial: bool = False) -> None:
+        """Watch from the cache's resourceVersion; with ``initial``, a streaming list first: the objects as
+        of a resourceVersion not older than ours (or the newest, without one) arrive as ADDED events and
+        replace the cache at the ``k8s.io/initial-events-end`` bookmark, then the stream goes on as the
+        watch. A server that refuses streaming lists (400 / 422) turns them off for the client, and this
+        informer lists instead."""
+        params: dict[str, Any] = {
             **self._params(),
             "resourceVersion": self._rv,
             "allowWatchBookmarks": True,
             "timeoutSeconds": random.randint(*self.watch_timeout),
         }
-        # a silent connection longer than the server-side timeout + margin is dead
-        async for event in self.client.watch(
-            self.resource.path(self.namespace),
-            params,
-            timeout=params["timeoutSeconds"] + 30,
-            on_open=self._mark_open,
-        ):
-            etype = event.get("type")
-            obj = event.get("object") or {}
-            if etype == "ERROR":
-                code = int(obj.get("code") or 0)
-                raise ApiError(
-                    code,
-                    str(obj.get("reason") or ""),
-                    str(obj.get("message") or ""),
-                    obj,
-                    method="WATCH",
-                    path=self.resource.path(self.namespace),
+        if initial:
+            params.update(sendInitialEvents=True, resourceVersionMatch="NotOlderThan")
+        # the objects of a streaming list, until its bookmark (None: watching)
+        items: dict[tuple[str, str], Obj] | None = {} if initial else None
+        t0 = time.monotonic()
+        opened = False
+
+        def on_open() -> None:
+            nonlocal opened
+            opened = True
+            self._mark_open()
+
+        try:
+            # a silent connection longer than the server-side timeout + margin is dead
+            async for event in self.client.watch(
+                self.resource.path(self.namespace),
+                params,
+                timeout=params["timeoutSeconds"] + 30,
+                on_open=on_open,
+            ):
+                if items is None:
+                    if self._follow(event):
+                        return
+                elif await self._initial(event, items):
+                    log.info(
+                        "%s: %d objects by streaming list in %.2fs",
+                        self.name,
+                        len(items),
+                        time.monotonic() - t0,
+                        extra={"resource": self.name},
+                    )
+                    items = None
+        except ApiError as e:
+            if initial and not opened and e.status in (400, 422) and self.client.watch_list:
+                # refused as a request (the streaming list itself is not served), not failed in flight
+                self.client.watch_list = False
+                log.info(
+                    "the API server does not serve streaming lists (%s): paginated LISTs from now on",
+                    e.message[:200] or e.reason,
+                    extra={"resource": self.name},
                 )
-            if self._relist_requested:
-                self._relist_requested = False
-                self._need_list = True
+                await self._list()
+                await self._watch()
                 return
-            rv = _rv(obj)
-            if etype == "BOOKMARK":
-                if rv:
-                    self._rv = rv
-                continue
-            obj.setdefault("apiVersion", self.resource.api_version)
-            obj.setdefault("kind", self.resource.kind)
-            if self.transform:
-                obj = self.transform(obj)
+            raise
+
+    async def _initial(self, event: dict[str, Any], items: dict[tuple[str, str], Obj]) -> bool:
+        """One event of a streaming list's objects; True at its end, once the cache holds them."""
+        etype = event.get("type")
+        obj = event.get("object") or {}
+        if etype == "ERROR":
+            raise self._watch_error(obj)
+        if etype == "BOOKMARK":
+            meta = obj.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                await self._replace_with(items, _rv(obj))
+                return True
+            return False
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        if self.transform:
+            obj = self.transform(obj)
+        key = _key(obj)
+        if etype == DELETED:  # the server sends ADDED events only; a later change is taken as it comes
+            items.pop(key, None)
+            return False
+        prev = self.get(*key)
+        if prev is not None:
+            _same_strings(obj, prev)
             key = _key(obj)
-            prev = self.get(*key)
-            if etype in (ADDED, MODIFIED):
-                ns_items = self._by_ns.setdefault(key[0], {})
-                if prev is not None:
-                    self._index_remove(key, prev)
-                    _same_strings(obj, prev)  # the map keeps its key string: the cached one, as the object's
-                    key = _key(obj)
-                else:
-                    self._size += 1
-                ns_items[key[1]] = obj
-                self._index_add(key, obj)
-                self._emit(ADDED if prev is None else MODIFIED, obj, prev)
-            elif etype == DELETED:
-                if prev is not None:
-                    self._index_remove(key, prev)
-                in_ns = self._by_ns.get(key[0])
-                if in_ns is not None and in_ns.pop(key[1], None) is not None:
-                    self._size -= 1
-                    if not in_ns:
-                        del self._by_ns[key[0]]
-                self._emit(DELETED, obj, prev)
+        items[key] = obj
+        return False
+
+    def _watch_error(self, obj: Obj) -> ApiError:
+        return ApiError(
+            int(obj.get("code") or 0),
+            str(obj.get("reason") or ""),
+            str(obj.get("message") or ""),
+            obj,
+            method="WATCH",
+            path=self.resource.path(self.namespace),
+        )
+
+    def _follow(self, event: dict[str, Any]) -> bool:
+        """One watch event into the cache and to the handlers; True when a re-list is due instead."""
+        etype = event.get("type")
+        obj = event.get("object") or {}
+        if etype == "ERROR":
+            raise self._watch_error(obj)
+        if self._relist_requested:
+            self._relist_requested = False
+            self._need_list = True
+            return True
+        rv = _rv(obj)
+        if etype == "BOOKMARK":
             if rv:
                 self._rv = rv
+            return False
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        if self.transform:
+            obj = self.transform(obj)
+        key = _key(obj)
+        prev = self.get(*key)
+        if etype in (ADDED, MODIFIED):
+            ns_items = self._by_ns.setdefault(key[0], {})
+            if prev is not None:
+                self._index_remove(key, prev)
+                _same_strings(obj, prev)  # the map keeps its key string: the cached one, as the object's
+                key = _key(obj)
+            else:
+                self._size += 1
+            ns_items[key[1]] = obj
+            self._index_add(key, obj)
+            self._emit(ADDED if prev is None else MODIFIED, obj, prev)
+        elif etype == DELETED:
+            if prev is not None:
+                self._index_remove(key, prev)
+            in_ns = self._by_ns.get(key[0])
+            if in_ns is not None and in_ns.pop(key[1], None) is not None:
+                self._size -= 1
+                if not in_ns:
+                    del self._by_ns[key[0]]
+            self._emit(DELETED, obj, prev)
+        if rv:
+            self._rv = rv
+        return False
 
     def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
         for h in list(self.handlers):

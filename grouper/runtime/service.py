@@ -115,7 +115,9 @@ class Service:
         log.info("connecting to %s (%s)", cfg.server, cfg.source)
         # the identity in the User-Agent tells the replicas apart in the API server's audit log
         agent = f"kai-pod-grouper/{__version__} ({self.identity})"
-        self.client = KubeClient(cfg, qps=s.qps, burst=s.burst, metrics=self.metrics, user_agent=agent)
+        self.client = KubeClient(
+            cfg, qps=s.qps, burst=s.burst, metrics=self.metrics, user_agent=agent, watch_list=s.watch_list
+        )
         self.control = KubeClient(
             cfg,
             qps=0,

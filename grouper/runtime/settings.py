@@ -168,6 +168,7 @@ class RunSettings:
     log_format: str = "json"
     shutdown_drain_seconds: float = 10.0
     batch_window_seconds: float = 0.02
+    watch_list: bool = True
     event_loop: str = "auto"
     extra_owner_kinds: str = ""
     identity: str = ""
@@ -241,6 +242,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         non_negative_float,
         "a new pod's workload is reconciled this long after the pod appears, so the pods of a burst are "
         "decided and patched together (0 = at once)",
+    ),
+    "watch-list": (
+        parse_bool,
+        "fill the caches with streaming lists (a watch with sendInitialEvents, served from the API server's "
+        "watch cache; Kubernetes >= 1.34) instead of paginated LISTs; a server that refuses them gets LISTs",
     ),
     "event-loop": (
         parse_event_loop,

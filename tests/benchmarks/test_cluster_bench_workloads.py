@@ -126,3 +126,29 @@ def test_report_of_a_bracketed_run_shows_both_baselines_and_checks_both() -> Non
     assert "| **NO** |" in text  # the second baseline's namespace failed verification
     assert "baselines before / after the grouper**: 1.60 / 2.40 s (drift 1.50x)" in text
     assert "1.25x to the first alone" in text
+
+
+def test_report_of_repeated_restarts_lists_each_run_with_its_grouper_and_both_floors() -> None:
+    import cluster_bench
+
+    def run(grouper: str, ready: float, commit: str | None = None) -> dict[str, Any]:
+        return {"grouper": grouper, "grouper_commit": commit, "ready_s": ready, "leading_s": ready + 0.1,
+                "settled_s": ready * 2, "writes_after_restart": 0.0, "list_floor_s": 19.6,
+                "stream_list_floor_s": 6.1, "new_workload_s": 0.5, "rss_mib": 700.0, "rss_per_cached_pod_kb": 6.9}
+
+    runs = [run("main", 10.0), run("alt", 21.0, "526d94c"), run("main", 11.0)]
+    s = {"name": "restart-100000", "kind": "restart", "load_start": 1.0, "load_end": 2.0,
+         "restart": {**runs[0], "runs": runs, "pods": 100000, "workloads": 20000,
+                     "verification": {"ok": True}, "setup": {"verification": {"ok": True}}}}
+    text = cluster_bench.table({"scenarios": [s]})
+    assert "a plain client's LIST of its pods: 19.60 s, a streaming list: 6.10 s): `/readyz` 10.00 s" in text
+    assert ("every restart of restart-100000 (ready / leading / settled s, writes): main 10.00 / 10.10 / 20.00, 0; "
+            "alt 526d94c 21.00 / 21.10 / 42.00, 0; main 11.00 / 11.10 / 22.00, 0") in text
+
+
+def test_restarts_add_to_the_estimate() -> None:
+    import cluster_bench
+
+    sc = [cluster_bench.all_scenarios()["restart-10000"]]
+    one, three = cluster_bench.estimate_seconds(sc), cluster_bench.estimate_seconds(sc, restarts=3)
+    assert three - one == 2 * (20 + 10000 * 0.003)

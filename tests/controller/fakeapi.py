@@ -16,11 +16,15 @@ from grouper.kube.config import ClusterConfig
 
 
 class FakeApi:
-    def __init__(self) -> None:
+    def __init__(self, *, watch_list: bool = True) -> None:
+        """``watch_list``: serve streaming lists (a watch with ``sendInitialEvents``), as Kubernetes >= 1.34
+        does; else refuse them as a server with the WatchList feature off does (422)."""
+        self.watch_list = watch_list
         self.pods: dict[str, dict[str, Any]] = {}
         self.rv = 100
         self.watches: list[asyncio.Queue[bytes | None]] = []
-        self.lists = 0
+        self.lists = 0  # full lists served: LISTs and streaming lists
+        self.cut_initial_after: int | None = None  # the next streaming list ends after this many objects
         self.watch_opens = 0
         self._unhung = asyncio.Event()
         self._unhung.set()
@@ -72,6 +76,11 @@ class FakeApi:
         self.pods[name] = pod
         self._send({"type": "ADDED", "object": pod})
 
+    def expire(self) -> None:
+        """An ERROR event 410 on every open watch (the resourceVersion it continues from is too old)."""
+        self._send({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "code": 410,
+                                                "reason": "Expired", "message": "too old resource version"}})
+
     def garbage(self) -> None:
         for q in self.watches:
             q.put_nowait(b"this is not json\n")
@@ -106,8 +115,22 @@ class FakeApi:
         self.requests.append(("GET", str(request.rel_url)))
         await self._maybe_hang()
         if request.query.get("watch") == "true":
-            self.watch_opens += 1
             q: asyncio.Queue[bytes | None] = asyncio.Queue()
+            if request.query.get("sendInitialEvents") == "true":
+                if not self.watch_list:
+                    return web.json_response({"kind": "Status", "code": 422, "reason": "Invalid", "message": (
+                        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents "
+                        "is forbidden for watch unless the WatchList feature gate is enabled")}, status=422)
+                self.lists += 1
+                pods, cut, self.cut_initial_after = list(self.pods.values()), self.cut_initial_after, None
+                for pod in pods[:cut]:
+                    q.put_nowait(json.dumps({"type": "ADDED", "object": pod}).encode() + b"\n")
+                if cut is not None:
+                    q.put_nowait(None)  # the connection breaks before the end of the objects
+                q.put_nowait(json.dumps({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {
+                    "resourceVersion": str(self.rv), "annotations": {"k8s.io/initial-events-end": "true"}}}}).encode()
+                    + b"\n")
+            self.watch_opens += 1
             self.watches.append(q)
             resp = web.StreamResponse()
             await resp.prepare(request)

@@ -1,5 +1,6 @@
 """The informer under faults, against the in-process fake API (deterministic timing): health follows the
-watch, an outage forces a re-list before health returns, garbage and crashes are survived."""
+watch, an outage forces a re-list before health returns, garbage and crashes are survived — whether the
+server serves streaming lists or not."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from grouper.observability.metrics import Metrics
 POD = WELL_KNOWN[GVK("", "v1", "Pod")]
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    fake = FakeApi()
+@pytest.fixture(params=[True, False], ids=["streaming-list", "list"])
+async def api(request: pytest.FixtureRequest) -> AsyncIterator[FakeApi]:
+    """A fake API server that serves streaming lists, and one that refuses them (every informer then
+    falls back to paginated LISTs): the faults below must be survived the same way by both."""
+    fake = FakeApi(watch_list=request.param)
     await fake.start()
     yield fake
     await fake.down()

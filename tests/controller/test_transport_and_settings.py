@@ -141,6 +141,8 @@ def test_flags_have_kai_defaults() -> None:
         True,
         True,
     )
+    # ours: streaming lists unless told otherwise (tests/integration/test_rbac.py runs both ways)
+    assert s.watch_list is True and parse(["--watch-list=false"]).watch_list is False
     assert (s.leader_election_namespace, s.http_bind_address, s.log_format) == (
         "kai-system",
         "0.0.0.0:8080",

@@ -119,6 +119,19 @@ def test_nodepool_label_only_at_creation_and_existing_queue_label_kept() -> None
     assert differences(desired, existing) == []
 
 
+def test_preserving_foreign_fields_changes_neither_input() -> None:
+    topo = TopologyConstraint(topology="net", required_level="zone")
+    existing = stored(md(queue="team-a", labels={NP: "pool-1", QL: "qa"}, topology=topo).to_object())
+    existing["spec"]["markUnschedulable"] = True
+    desired = md(queue="team-b", labels={NP: "pool-2", QL: "qb", "x": "y"}, min_member=3).to_object()
+    before = (copy.deepcopy(desired), copy.deepcopy(existing))
+    out = preserve_foreign_fields(desired, existing, nodepool_label_key=NP, queue_label_key=QL)
+    assert (desired, existing) == before
+    assert out["spec"]["queue"] == "team-a" and out["spec"]["markUnschedulable"] is True
+    assert out["spec"]["minMember"] == 3 and out["spec"]["topologyConstraint"] == existing["spec"]["topologyConstraint"]
+    assert out["metadata"]["labels"] == {NP: "pool-1", QL: "qa", "x": "y"}
+
+
 def test_existing_topology_kept_when_new_decision_has_none() -> None:
     topo = TopologyConstraint(topology="net", required_level="zone")
     existing = stored(md(topology=topo).to_object())

@@ -139,7 +139,7 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "kubeconfig": "/kc", "context": "ctx", "server": "https://api:6443", "tokenFile": "/t",
         "certificateAuthority": "/ca", "httpBindAddress": "127.0.0.1:9000", "httpAuth": "none",
         "httpAuthAudiences": "kai-pod-grouper", "httpAuthTokenFile": "/tok", "logLevel": "debug",
-        "logFormat": "text", "shutdownDrainSeconds": 2.5, "batchWindowSeconds": 0.05, "eventLoop": "asyncio", "identity": "me", "extraOwnerKinds": "Foo.example.com",
+        "logFormat": "text", "shutdownDrainSeconds": 2.5, "batchWindowSeconds": 0.05, "watchList": False, "eventLoop": "asyncio", "identity": "me", "extraOwnerKinds": "Foo.example.com",
         "backend": "upstream", "webhookBindAddress": "0.0.0.0:9443", "webhookCertFile": "/certs/tls.crt",
         "webhookKeyFile": "/certs/tls.key",
     }

@@ -4,10 +4,8 @@ expired resourceVersion (410 Gone) by re-listing and reconciling their cache."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import tracemalloc
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +22,7 @@ from controller.harness import (
     pod_groups,
     pods,
 )
-from kube import Kube, wait_until
+from kube import Kube, compact_etcd, wait_until
 
 from devtools.cluster import LocalCluster
 from grouper.controller.cache import slim_pod
@@ -105,20 +103,6 @@ def test_after_a_restart_a_new_workload_goes_before_the_re_checks(cluster: Any, 
     assert writes == 1, "only the new pod is patched"
 
 
-def _compact_etcd(cluster: Any) -> int:
-    """Compact etcd at its current revision (what etcd does every 5 minutes in a real cluster)."""
-    base = f"http://127.0.0.1:{cluster.ports['etcd']}/v3/kv"
-
-    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return dict(json.loads(resp.read()))
-
-    rev = int(post("/range", {"key": "AA=="})["header"]["revision"])
-    post("/compaction", {"revision": str(rev), "physical": True})
-    return rev
-
-
 @pytest.fixture(scope="module")
 def uncached_cluster() -> Iterator[LocalCluster]:
     """A bare API server whose ConfigMaps bypass the watch cache, so expired resourceVersions and continue
@@ -142,6 +126,7 @@ def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCl
             qps=0,
             burst=1,
             metrics=metrics,
+            watch_list=False,  # paginated LISTs: tests/integration/test_streaming_lists.py has the other way
         )
         events: list[tuple[str, str]] = []
         seen = 0
@@ -151,7 +136,7 @@ def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCl
             seen += 1
             if seen == 2:  # the first page (limit 2) is in: make its continue token expire
                 kube.create(cm_path, {"metadata": {"name": "bump"}})  # advance etcd past the list's revision
-                _compact_etcd(cluster)
+                compact_etcd(cluster)
             return obj
 
         res = WELL_KNOWN[GVK("", "v1", "ConfigMap")]
@@ -182,7 +167,7 @@ def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCl
             await asyncio.to_thread(
                 kube.create, cm_path, {"metadata": {"name": "cm-new", "labels": {"set": "a"}}}
             )
-            await asyncio.to_thread(_compact_etcd, cluster)
+            await asyncio.to_thread(compact_etcd, cluster)
             inf.start()
             for _ in range(200):
                 if (DELETED, "cm-1") in events and (ADDED, "cm-new") in events:
