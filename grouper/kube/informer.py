@@ -531,7 +531,8 @@ class Informer:
         def on_open() -> None:
             nonlocal opened
             opened = True
-            self._mark_open()
+            if not initial:  # a streaming list counts as open once its objects are the cache (_replace_with)
+                self._mark_open()
 
         try:
             # a silent connection longer than the server-side timeout + margin is dead
@@ -553,19 +554,19 @@ class Informer:
                         extra={"resource": self.name},
                     )
                     items = None
+            return
         except ApiError as e:
-            if initial and not opened and e.status in (400, 422) and self.client.watch_list:
-                # refused as a request (the streaming list itself is not served), not failed in flight
-                self.client.watch_list = False
-                log.info(
-                    "the API server does not serve streaming lists (%s): paginated LISTs from now on",
-                    e.message[:200] or e.reason,
-                    extra={"resource": self.name},
-                )
-                await self._list()
-                await self._watch()
-                return
-            raise
+            # refused as a request (the server does not serve streaming lists), not failed in flight
+            if not (initial and not opened and e.status in (400, 422) and self.client.watch_list):
+                raise
+            self.client.watch_list = False
+            log.info(
+                "the API server does not serve streaming lists (%s): paginated LISTs from now on",
+                e.message[:200] or e.reason,
+                extra={"resource": self.name},
+            )
+        await self._list()
+        await self._watch()
 
     async def _initial(self, event: dict[str, Any], items: dict[tuple[str, str], Obj]) -> bool:
         """One event of a streaming list's objects; True at its end, once the cache holds them."""
