@@ -37,7 +37,7 @@ from grouper.controller.memo import DecisionMemo
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
-from grouper.core.owner_chain import resolve_owners
+from grouper.core.owner_chain import controlling_reference, resolve_owners
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 # Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
 STATUS_READING_GROUPS = frozenset({"ray.io"})
 Spawn = Callable[[Any], None]
+ROUTE_CHUNK = 500  # parked pods routed between two yields to the event loop
 
 
 def strip_volatile(obj: Obj, keep_status: bool) -> Obj:
@@ -106,6 +107,10 @@ class EventHandlers:
         self.deleted = deleted
         self.metrics = metrics
         self._parked: dict[GVK, set[tuple[str, str]]] = {}  # owner kind being started -> pods waiting
+        # (namespace, controlling owner reference) -> workload, for the pods routed in one run of the event
+        # loop: the pods of a listed or re-routed batch share owners, and nothing can change the cache before
+        # the loop runs something else, when the map is emptied (call_soon).
+        self._routes: dict[tuple[str, str, str, str, str], WorkloadKey] = {}
         self._refused: dict[tuple[str, str], set[tuple[str, str]]] = {}  # kind outside the allow-list -> pods
 
     def attach(self, gvk: GVK, informer: Informer) -> None:
@@ -162,7 +167,17 @@ class EventHandlers:
             self.queue.add(wl)
 
     def workload_of(self, pod: Obj) -> WorkloadKey | None:
-        """Top owner on the cache (the same walk the decision makes), or the pod itself when the walk fails."""
+        """Top owner on the cache (the same walk the decision makes), or the pod itself when the walk fails.
+        Pods with the same controlling owner routed in one run of the loop walk once (``_routes``)."""
+        route = self._route_key(pod)
+        if route is not None:
+            hit = self._routes.get(route)
+            if hit is not None:
+                if self.metrics is not None:
+                    self.metrics.child(self.metrics.pod_routes, "shared").inc()
+                return hit
+        if self.metrics is not None:
+            self.metrics.child(self.metrics.pod_routes, "walk").inc()
         lookups = self.cache.lookups()
         try:
             chain = resolve_owners(pod, lookups)
@@ -194,7 +209,36 @@ class EventHandlers:
         top = chain.top_owner
         if top is pod or (top.get("kind") == "Pod" and o.uid(top) == o.uid(pod)):
             return WorkloadKey.of_pod(o.namespace(pod), o.name(pod))
-        return WorkloadKey(o.namespace(pod), GVK.of(top).group, str(top.get("kind")), o.name(top))
+        wl = WorkloadKey(o.namespace(pod), GVK.of(top).group, str(top.get("kind")), o.name(top))
+        if route is not None and not lookups.refused and not chain.truncated:
+            self._share_route(route, wl)
+        return wl
+
+    @staticmethod
+    def _route_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
+        """What a pod's owner walk depends on besides the cache: its namespace and controlling reference.
+        None for a pod without one, with a malformed one, or owned by a pod (pods change in the same run)."""
+        try:
+            ref = controlling_reference(pod)
+        except GroupingError:
+            return None
+        if ref is None or ref.get("kind") == "Pod" or not ref.get("uid"):
+            return None
+        return (
+            o.namespace(pod),
+            str(ref.get("uid")),
+            str(ref.get("name")),
+            str(ref.get("kind")),
+            str(ref.get("apiVersion")),
+        )
+
+    def _share_route(self, route: tuple[str, str, str, str, str], wl: WorkloadKey) -> None:
+        if not self._routes:
+            try:
+                asyncio.get_running_loop().call_soon(self._routes.clear)
+            except RuntimeError:  # no loop runs (a synchronous caller): nothing would empty the map
+                return
+        self._routes[route] = wl
 
     def pods_refused(self, kinds: frozenset[tuple[str, str]]) -> list[Obj]:
         """Pods whose owner walk stopped at one of these kinds (to route again once they are allowed)."""
@@ -224,12 +268,16 @@ class EventHandlers:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 60.0)
         pods_inf = self.cache.informer(POD)
-        for ns, name in self._parked.pop(gvk, set()):
+        # in name order, so the pods of one owner come together and share its walk; a yield to the loop
+        # every ROUTE_CHUNK pods (after a restart tens of thousands wait for their owners' kind)
+        for i, (ns, name) in enumerate(sorted(self._parked.pop(gvk, ()))):
             pod = pods_inf.get(ns, name) if pods_inf is not None else None
             if pod is not None:
                 # first routed now: after a restart these are the listed pods, already grouped ones
                 # are re-checks for the background lane
                 self.route_pod(pod, new=True)
+            if i % ROUTE_CHUNK == ROUTE_CHUNK - 1:
+                await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ everything else
 

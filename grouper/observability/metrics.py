@@ -40,6 +40,13 @@ class Metrics:
             ["path"],
             registry=r,
         )
+        self.pod_routes = Counter(
+            f"{PREFIX}_pod_routes_total",
+            "Pods mapped to their workload on a watch or list event, by path: walk (an owner walk on the cache) "
+            "or shared (the walk of a pod with the same controlling owner in the same run of the event loop).",
+            ["path"],
+            registry=r,
+        )
         self.pods_examined = Counter(
             f"{PREFIX}_pods_examined_total",
             "Pods a reconcile looked at, by path: full (every pod of the workload) or incremental (only pods "
