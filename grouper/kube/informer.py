@@ -580,10 +580,7 @@ class Informer:
                 await self._replace_with(items, _rv(obj))
                 return True
             return False
-        obj.setdefault("apiVersion", self.resource.api_version)
-        obj.setdefault("kind", self.resource.kind)
-        if self.transform:
-            obj = self.transform(obj)
+        obj = self._received(obj)
         key = _key(obj)
         if etype == DELETED:  # the server sends ADDED events only; a later change is taken as it comes
             items.pop(key, None)
@@ -594,6 +591,13 @@ class Informer:
             key = _key(obj)
         items[key] = obj
         return False
+
+    def _received(self, obj: Obj) -> Obj:
+        """An object of a watch event as the cache keeps it: with its type (watch events may leave it out)
+        and transformed."""
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        return self.transform(obj) if self.transform else obj
 
     def _watch_error(self, obj: Obj) -> ApiError:
         return ApiError(
@@ -620,10 +624,7 @@ class Informer:
             if rv:
                 self._rv = rv
             return False
-        obj.setdefault("apiVersion", self.resource.api_version)
-        obj.setdefault("kind", self.resource.kind)
-        if self.transform:
-            obj = self.transform(obj)
+        obj = self._received(obj)
         key = _key(obj)
         prev = self.get(*key)
         if etype in (ADDED, MODIFIED):

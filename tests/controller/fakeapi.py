@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -172,3 +174,13 @@ class FakeApi:
         body["metadata"]["resourceVersion"] = str(self.rv)
         self.leases[name] = body
         return web.json_response(body, status=201)
+
+
+async def until(cond: Callable[[], bool], timeout: float = 10.0) -> float:
+    """Wait for ``cond`` (polled every 20 ms); the seconds it took. TimeoutError after ``timeout``."""
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - t0

@@ -5,11 +5,10 @@ server serves streaming lists or not."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
-from controller.fakeapi import FakeApi
+from controller.fakeapi import FakeApi, until
 
 from grouper.controller.supervisor import Supervisor
 from grouper.kube.discovery import WELL_KNOWN
@@ -30,14 +29,6 @@ async def api(request: pytest.FixtureRequest) -> AsyncIterator[FakeApi]:
     yield fake
     await fake.down()
 
-
-async def until(cond: Callable[[], bool], timeout: float = 10.0) -> float:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - t0
 
 
 async def test_health_follows_the_watch_and_an_outage_forces_a_relist(api: FakeApi) -> None:

@@ -5,13 +5,11 @@ installs nothing; a 410 starts the next streaming list from no resourceVersion."
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from controller.fakeapi import FakeApi
+from controller.fakeapi import FakeApi, until
 
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import ADDED, Informer
@@ -20,13 +18,6 @@ from grouper.model.objects import GVK
 
 POD = WELL_KNOWN[GVK("", "v1", "Pod")]
 
-
-async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.02)
 
 
 def queries(api: FakeApi) -> list[dict[str, str]]:

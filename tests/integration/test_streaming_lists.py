@@ -7,7 +7,8 @@ listed page by page; a streaming list from a resourceVersion etcd has compacted 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,23 +23,49 @@ from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 
 CONFIGMAP = WELL_KNOWN[GVK("", "v1", "ConfigMap")]
+DEFAULT_CMS = "/api/v1/namespaces/default/configmaps"
 
 
 def requests(metrics: Metrics, verb: str, code: str = "200") -> float:
     return metrics.value("podgrouper_api_requests_total", {"verb": verb, "resource": "configmaps", "code": code})
 
 
-def client_for(cluster: Any, metrics: Metrics) -> KubeClient:
+@contextlib.asynccontextmanager
+async def informers(cluster: Any, *each: dict[str, Any]) -> AsyncIterator[tuple[Metrics, KubeClient, list[Informer]]]:
+    """Informers of ConfigMaps (``each``: their options) on one admin client, stopped at the end."""
+    metrics = Metrics()
     cfg = kubeconfig.explicit(cluster.server, token=cluster.admin_token, ca_file=cluster.ca_file)
-    return KubeClient(cfg, qps=0, metrics=metrics)
+    client = KubeClient(cfg, qps=0, metrics=metrics)
+    infs = [Informer(client, CONFIGMAP, metrics=metrics, **options) for options in each]
+    try:
+        yield metrics, client, infs
+    finally:
+        for inf in infs:
+            await inf.stop()
+        await client.close()
 
 
-async def eventually(cond: Any, timeout: float = 15.0) -> None:
+def events_of(inf: Informer) -> list[tuple[str, str]]:
+    events: list[tuple[str, str]] = []
+    inf.add_handler(lambda t, o, old: events.append((t, o["metadata"]["name"])))
+    return events
+
+
+async def eventually(cond: Callable[[], Any], timeout: float = 15.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if cond():
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def cluster_with(*apiserver_args: str) -> Iterator[tuple[LocalCluster, Kube]]:
+    with LocalCluster(controller_manager=False, apiserver_args=apiserver_args, quiet=True) as c:
+        kube = Kube.from_cluster(c)
+        try:
+            yield c, kube
+        finally:
+            kube.close()
 
 
 def test_a_cache_is_filled_by_a_streaming_list_and_watched_on_the_same_stream(
@@ -51,13 +78,9 @@ def test_a_cache_is_filled_by_a_streaming_list_and_watched_on_the_same_stream(
     kube.create(path, {"metadata": {"name": "other", "labels": {"set": "b"}}})
 
     async def scenario() -> None:
-        metrics = Metrics()
-        client = client_for(cluster, metrics)
-        inf = Informer(client, CONFIGMAP, namespace=namespace, label_selector="set=a", metrics=metrics)
-        events: list[tuple[str, str]] = []
-        inf.add_handler(lambda t, o, old: events.append((t, o["metadata"]["name"])))
-        inf.start()
-        try:
+        async with informers(cluster, {"namespace": namespace, "label_selector": "set=a"}) as (metrics, client, [inf]):
+            events = events_of(inf)
+            inf.start()
             assert await inf.wait_synced(30)
             assert sorted(o["metadata"]["name"] for o in inf.list()) == names, "the label selector applies"
             assert sorted(events) == [(ADDED, n) for n in names]
@@ -71,34 +94,27 @@ def test_a_cache_is_filled_by_a_streaming_list_and_watched_on_the_same_stream(
             assert inf.get(namespace, "cm-007")["data"] == {"v": "1"}  # type: ignore[index]
             assert requests(metrics, "watch") == 1, "the events came on the stream of the list"
             assert inf.healthy()
-        finally:
-            await inf.stop()
-            await client.close()
 
     asyncio.run(scenario())
 
 
 @pytest.fixture(scope="module")
-def no_watch_list_cluster() -> Iterator[LocalCluster]:
+def no_watch_list_cluster() -> Iterator[tuple[LocalCluster, Kube]]:
     """An API server with the WatchList feature off (the default of Kubernetes 1.33): it refuses streaming
     lists with 422."""
-    with LocalCluster(controller_manager=False, apiserver_args=("--feature-gates=WatchList=false",), quiet=True) as c:
-        yield c
+    yield from cluster_with("--feature-gates=WatchList=false")
 
 
-def test_a_server_that_refuses_streaming_lists_is_listed_page_by_page(no_watch_list_cluster: LocalCluster) -> None:
-    cluster = no_watch_list_cluster
-    kube = Kube.from_cluster(cluster)
-    path = "/api/v1/namespaces/default/configmaps"
+def test_a_server_that_refuses_streaming_lists_is_listed_page_by_page(
+    no_watch_list_cluster: tuple[LocalCluster, Kube],
+) -> None:
+    cluster, kube = no_watch_list_cluster
     for i in range(7):
-        kube.create(path, {"metadata": {"name": f"r-{i}", "labels": {"set": "r"}}})
+        kube.create(DEFAULT_CMS, {"metadata": {"name": f"r-{i}", "labels": {"set": "r"}}})
+    each = ({"namespace": "default", "label_selector": "set=r", "page_size": 3}, {"namespace": "default", "page_size": 3})
 
     async def scenario() -> None:
-        metrics = Metrics()
-        client = client_for(cluster, metrics)
-        first = Informer(client, CONFIGMAP, namespace="default", label_selector="set=r", metrics=metrics, page_size=3)
-        second = Informer(client, CONFIGMAP, namespace="default", metrics=metrics, page_size=3)
-        try:
+        async with informers(cluster, *each) as (metrics, client, [first, second]):
             first.start()
             assert await first.wait_synced(30)
             assert not client.watch_list
@@ -107,103 +123,73 @@ def test_a_server_that_refuses_streaming_lists_is_listed_page_by_page(no_watch_l
             assert len(first) == 7 and len(second) == 7
             assert requests(metrics, "watch", "422") == 1, "asked once for the client, not once per informer"
             assert requests(metrics, "list") == 6, "3 pages of 3 per informer"
-            await asyncio.to_thread(kube.create, path, {"metadata": {"name": "r-late", "labels": {"set": "r"}}})
+            await asyncio.to_thread(kube.create, DEFAULT_CMS, {"metadata": {"name": "r-late", "labels": {"set": "r"}}})
             await eventually(lambda: first.get("default", "r-late") is not None)
             assert first.healthy() and second.healthy()
-        finally:
-            await first.stop()
-            await second.stop()
-            await client.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        kube.close()
+    asyncio.run(scenario())
 
 
 @pytest.fixture(scope="module")
-def uncached_cluster() -> Iterator[LocalCluster]:
+def uncached_cluster() -> Iterator[tuple[LocalCluster, Kube]]:
     """An API server whose ConfigMaps bypass the watch cache: their streaming lists and watches are served
     by etcd, and a resourceVersion older than etcd's compaction really answers 410 Gone."""
-    with LocalCluster(controller_manager=False, apiserver_args=("--watch-cache-sizes=configmaps#0",), quiet=True) as c:
-        yield c
+    yield from cluster_with("--watch-cache-sizes=configmaps#0")
 
 
-def test_a_restarted_informer_lists_again_from_a_compacted_resource_version(uncached_cluster: LocalCluster) -> None:
-    cluster = uncached_cluster
-    kube = Kube.from_cluster(cluster)
-    path = "/api/v1/namespaces/default/configmaps"
+def test_a_restarted_informer_lists_again_from_a_compacted_resource_version(
+    uncached_cluster: tuple[LocalCluster, Kube],
+) -> None:
+    cluster, kube = uncached_cluster
     for i in range(5):
-        kube.create(path, {"metadata": {"name": f"cm-{i}", "labels": {"set": "a"}}})
+        kube.create(DEFAULT_CMS, {"metadata": {"name": f"cm-{i}", "labels": {"set": "a"}}})
 
     async def scenario() -> None:
-        metrics = Metrics()
-        client = client_for(cluster, metrics)
-        inf = Informer(client, CONFIGMAP, namespace="default", label_selector="set=a", metrics=metrics)
-        events: list[tuple[str, str]] = []
-        inf.add_handler(lambda t, o, old: events.append((t, o["metadata"]["name"])))
-        try:
+        async with informers(cluster, {"namespace": "default", "label_selector": "set=a"}) as (metrics, _, [inf]):
+            events = events_of(inf)
             inf.start()
             assert await inf.wait_synced(30)
             assert requests(metrics, "list") == 0
             await inf.stop()  # disconnected; one object vanishes, one appears, etcd compacts past our version
             events.clear()
-            await asyncio.to_thread(kube.delete, f"{path}/cm-1")
-            await asyncio.to_thread(kube.create, path, {"metadata": {"name": "cm-new", "labels": {"set": "a"}}})
+            await asyncio.to_thread(kube.delete, f"{DEFAULT_CMS}/cm-1")
+            await asyncio.to_thread(kube.create, DEFAULT_CMS, {"metadata": {"name": "cm-new", "labels": {"set": "a"}}})
             await asyncio.to_thread(compact_etcd, cluster)
             inf.start()  # a restarted informer lists again, from the resourceVersion it had
             await eventually(lambda: (DELETED, "cm-1") in events and (ADDED, "cm-new") in events)
             assert sorted(o["metadata"]["name"] for o in inf.list()) == ["cm-0", "cm-2", "cm-3", "cm-4", "cm-new"]
             assert sorted(events) == [(ADDED, "cm-new"), (DELETED, "cm-1")], "unchanged objects: no event"
             assert requests(metrics, "list") == 0, "streaming lists only"
-            await asyncio.to_thread(kube.create, path, {"metadata": {"name": "cm-later", "labels": {"set": "a"}}})
+            await asyncio.to_thread(kube.create, DEFAULT_CMS, {"metadata": {"name": "cm-later", "labels": {"set": "a"}}})
             await eventually(lambda: (ADDED, "cm-later") in events)
             assert inf.healthy()
-        finally:
-            await inf.stop()
-            await client.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        kube.close()
+    asyncio.run(scenario())
 
 
 def test_a_watch_answering_410_is_followed_by_a_streaming_list_from_the_newest_state(
-    uncached_cluster: LocalCluster,
+    uncached_cluster: tuple[LocalCluster, Kube],
 ) -> None:
-    cluster = uncached_cluster
-    kube = Kube.from_cluster(cluster)
-    path = "/api/v1/namespaces/default/configmaps"
+    cluster, kube = uncached_cluster
     for i in range(3):
-        kube.create(path, {"metadata": {"name": f"g-{i}", "labels": {"set": "g"}}})
+        kube.create(DEFAULT_CMS, {"metadata": {"name": f"g-{i}", "labels": {"set": "g"}}})
+    # watches end after a second, so the informer soon watches again from the version it last saw
+    options = {"namespace": "default", "label_selector": "set=g", "watch_timeout": (1, 1)}
 
     async def scenario() -> None:
-        metrics = Metrics()
-        client = client_for(cluster, metrics)
-        # watches end after a second, so the informer soon watches again from the version it last saw
-        inf = Informer(
-            client, CONFIGMAP, namespace="default", label_selector="set=g", metrics=metrics, watch_timeout=(1, 1)
-        )
-        try:
+        async with informers(cluster, options) as (metrics, _, [inf]):
             inf.start()
             assert await inf.wait_synced(30)
             # etcd moves on with objects the informer does not see, and compacts past the informer's version
             # (two writes: a watch may start at the compaction revision itself)
             for name in ("unseen-1", "unseen-2"):
-                await asyncio.to_thread(kube.create, path, {"metadata": {"name": name, "labels": {"set": "x"}}})
+                await asyncio.to_thread(kube.create, DEFAULT_CMS, {"metadata": {"name": name, "labels": {"set": "x"}}})
             await asyncio.to_thread(compact_etcd, cluster)
             await eventually(lambda: metrics.value("podgrouper_relists_total", {"resource": "configmaps"}) == 1)
             assert requests(metrics, "list") == 0, "the re-list was a streaming list"
             assert sorted(o["metadata"]["name"] for o in inf.list()) == ["g-0", "g-1", "g-2"]
-            await asyncio.to_thread(kube.create, path, {"metadata": {"name": "g-late", "labels": {"set": "g"}}})
+            await asyncio.to_thread(kube.create, DEFAULT_CMS, {"metadata": {"name": "g-late", "labels": {"set": "g"}}})
             await eventually(lambda: inf.get("default", "g-late") is not None)
             await eventually(inf.healthy)
-        finally:
-            await inf.stop()
-            await client.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        kube.close()
+    asyncio.run(scenario())
