@@ -68,13 +68,13 @@ class Grouper:
         """Let the plugin of the first pod's workload prepare for deciding all of ``pods`` (pods of one
         workload) at once. Best effort and changes no decision: any problem is left to ``decide``,
         which reports it. ``lookups``: a throwaway view (what it reads is no decision's dependency)."""
-        if len(pods) < 2:
+        if not pods:
             return
         try:
             chain = resolve_owners(pods[0], lookups)
             plugin = self.hub.select(GVK.of(chain.top_owner)).plugin
             if isinstance(plugin, Prefetching):
-                plugin.prefetch([o.with_pod_typemeta(p) for p in pods])
+                plugin.prefetch([o.with_pod_typemeta(p) for p in pods], chain.top_owner)
         except Exception:
             log.debug("prefetch for %s failed", o.name(pods[0]), exc_info=True)
 

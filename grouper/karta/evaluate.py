@@ -30,7 +30,7 @@ from grouper.karta.jqrun import (
     OBJECT_TEXTS,
     Outcome,
     Runner,
-    evaluate_each,
+    evaluate_groups,
     evaluate_many,
 )
 from grouper.karta.jqsyntax import root_fields
@@ -249,13 +249,15 @@ class Evaluator:
         self._store(ck, res)
         return key, res
 
-    def prefetch(self, objs: Sequence[Obj], batch: str = POD) -> int:
+    def prefetch(self, objs: Sequence[Obj], batch: str = POD, *, root: Obj | None = None) -> int:
         """Evaluate ``batch`` (default: the pod expressions) on the objects not cached yet, in one run
         per up to ``EACH_MAX_INPUTS`` objects, and cache the outcomes: a pass deciding many pods pays
-        one sandbox round trip, not one per pod. Best effort — what one run cannot answer is left to
-        the per-object path, which gives the same outcomes. Returns how many objects it cached."""
+        one sandbox round trip, not one per pod. ``root``: the workload's root object, whose root
+        expressions ride along in the first run (else its first decision pays a run of its own). Best
+        effort — what one run cannot answer is left to the per-object path, which gives the same
+        outcomes. Returns how many objects it cached."""
         exprs = self._batches.get(batch) or ()
-        if not exprs or len(objs) < 2:
+        if not exprs:
             return 0
         fields = self._fields[batch]
         todo: dict[tuple[Any, ...], str] = {}
@@ -264,22 +266,28 @@ class Evaluator:
             with self._lock:
                 if (key, batch) not in self._cache:
                     todo.setdefault(key, text)
+        rider: tuple[tuple[Any, ...], str] | None = None
+        if root is not None and self._batches.get(ROOT):
+            key, text = OBJECT_TEXTS.get(root, self._fields[ROOT])
+            with self._lock:
+                if (key, ROOT) not in self._cache:
+                    rider = (key, text)
         stored = 0
         for chunk in _chunks(list(todo.items())):
-            if len(chunk) < 2:
-                continue
-            res = evaluate_each(
-                exprs,
-                [text for _, text in chunk],
-                runner=self.runner,
-                max_outputs=self.max_outputs,
-                timeout_s=self.timeout_s,
-            )
+            if len(chunk) + (rider is not None) < 2:
+                continue  # one object alone: its own path is one run as well
+            groups: list[tuple[Sequence[str], list[str]]] = [(exprs, [text for _, text in chunk])]
+            if rider is not None:
+                groups.append((self._batches[ROOT], [rider[1]]))
+            res = evaluate_groups(groups, runner=self.runner, max_outputs=self.max_outputs, timeout_s=self.timeout_s)
             if res is None:
                 return stored  # the per-object path takes over (and names a slow expression)
-            for (key, _), outcome in zip(chunk, res, strict=True):
+            for (key, _), outcome in zip(chunk, res[0], strict=True):
                 self._store((key, batch), outcome)
-            stored += len(res)
+            if rider is not None:
+                self._store((rider[0], ROOT), res[1][0])
+                rider = None
+            stored += len(chunk)
         return stored
 
     def _store(self, ck: tuple[Any, ...], res: dict[str, Outcome]) -> None:

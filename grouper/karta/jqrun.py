@@ -432,33 +432,67 @@ def evaluate_each(
     """What :func:`evaluate_many` gives for each input, from one jq run over all of them; None when one
     run cannot answer for all (no expression compiles, the run fails or times out): the caller then
     evaluates each input alone, so a definition that is slow on some input is still traced to that
-    input and expression.
+    input and expression. See :func:`evaluate_groups` for the program."""
+    out = evaluate_groups([(exprs, input_texts)], runner=runner, max_outputs=max_outputs, timeout_s=timeout_s)
+    return None if out is None else out[0]
 
-    The program is ``[.[] | [FUSED]]`` over the JSON array of the inputs: ``FUSED`` is the program
-    :func:`evaluate_many` runs on one input, so each expression keeps its outputs and its error (a lone
-    expression, which :func:`evaluate_many` runs unfused, gives the same outputs and error message:
-    jq's message for a non-string error value is its JSON text either way — tested)."""
-    if not input_texts:
-        return []
-    try:
-        failed, good = _compilable(list(dict.fromkeys(exprs)), runner, timeout_s)
-    except JqError:
-        return None
-    if not good:
-        return None
-    program = "[.[] | [\n" + fused_program(good, max_outputs) + "\n]]"
-    try:
-        out = runner.run(program, "[" + ",".join(input_texts) + "]", 2, timeout_s)
-    except JqError:
-        return None
-    if len(out) != 1 or not isinstance(out[0], list) or len(out[0]) != len(input_texts):
-        return None
-    results: list[dict[str, Outcome]] = []
-    for each in out[0]:
-        if not (isinstance(each, list) and len(each) == 1 and isinstance(each[0], list) and len(each[0]) == len(good)):
+
+def evaluate_groups(
+    groups: Sequence[tuple[Iterable[str], Sequence[str]]],
+    *,
+    runner: Runner = IN_PROCESS,
+    max_outputs: int = DEFAULT_MAX_OUTPUTS,
+    timeout_s: float | None = None,
+) -> list[list[dict[str, Outcome]]] | None:
+    """:func:`evaluate_each` for several (expressions, inputs) groups at once — a workload's pods with the
+    pod expressions and its root object with the root expressions — in ONE jq run: per group, what
+    :func:`evaluate_many` gives for each of its inputs. None when one run cannot answer for all.
+
+    The program is ``[(.[0] | [.[] | [FUSED_0]]), (.[1] | [.[] | [FUSED_1]]), ...]`` over the JSON array
+    of the groups' input arrays: ``FUSED_i`` is the program :func:`evaluate_many` runs on one input, so
+    each expression keeps its outputs and its error (a lone expression, which :func:`evaluate_many` runs
+    unfused, gives the same outputs and error message: jq's message for a non-string error value is its
+    JSON text either way — tested)."""
+    if not any(texts for _, texts in groups):
+        return [[] for _ in groups]
+    parts: list[str] = []
+    plan: list[tuple[dict[str, Outcome], list[str], int]] = []  # per group: failed, good, inputs
+    for exprs, texts in groups:
+        if not texts:
+            plan.append(({}, [], 0))
+            continue
+        try:
+            failed, good = _compilable(list(dict.fromkeys(exprs)), runner, timeout_s)
+        except JqError:
             return None
-        res = dict(failed)
-        for expr, pair in zip(good, each[0], strict=True):
-            res[expr] = _outcome_from_pair(pair, max_outputs)
-        results.append(res)
+        if not good:
+            return None
+        parts.append(f"(.[{len(parts)}] | [.[] | [\n" + fused_program(good, max_outputs) + "\n]])")
+        plan.append((failed, good, len(texts)))
+    program = "[" + ",\n".join(parts) + "]"
+    data = "[" + ",".join("[" + ",".join(texts) + "]" for _, texts in groups if texts) + "]"
+    try:
+        out = runner.run(program, data, 2, timeout_s)
+    except JqError:
+        return None
+    if len(out) != 1 or not isinstance(out[0], list) or len(out[0]) != len(parts):
+        return None
+    answers = iter(out[0])
+    results: list[list[dict[str, Outcome]]] = []
+    for failed, good, n in plan:
+        if not n:
+            results.append([])
+            continue
+        answer = next(answers)
+        if not isinstance(answer, list) or len(answer) != n:
+            return None
+        group: list[dict[str, Outcome]] = []
+        for each in answer:
+            if not (isinstance(each, list) and len(each) == 1 and isinstance(each[0], list) and len(each[0]) == len(good)):
+                return None
+            res = dict(failed)
+            for expr, pair in zip(good, each[0], strict=True):
+                res[expr] = _outcome_from_pair(pair, max_outputs)
+            group.append(res)
+        results.append(group)
     return results

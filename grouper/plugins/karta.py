@@ -29,6 +29,7 @@ class KartaGrouper:
         result = apply_gang(self.definition, self.evaluator, ctx.top_owner, ctx.pod, base)
         return base if result is None else result
 
-    def prefetch(self, pods: Sequence[Obj]) -> None:
-        """Evaluate the definition's pod expressions for all of ``pods`` in one sandbox run per chunk."""
-        self.evaluator.prefetch(pods)
+    def prefetch(self, pods: Sequence[Obj], top_owner: Obj) -> None:
+        """Evaluate the definition's pod expressions for all of ``pods`` in one sandbox run per chunk, the
+        root expressions on ``top_owner`` (the root object) in the first of them."""
+        self.evaluator.prefetch(pods, root=top_owner)

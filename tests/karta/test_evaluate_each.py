@@ -1,5 +1,6 @@
-"""Many objects in one jq run (``evaluate_each``, ``Evaluator.prefetch``): the same outcomes as one run per
-object, one sandbox round trip per chunk of pods instead of one per pod."""
+"""Many objects in one jq run (``evaluate_each``, ``evaluate_groups``, ``Evaluator.prefetch``): the same
+outcomes as one run per object, one sandbox round trip per chunk of pods (and their root object) instead
+of one per pod."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from grouper.karta.jqrun import (
     EACH_MAX_INPUTS,
     IN_PROCESS,
     evaluate_each,
+    evaluate_groups,
     evaluate_many,
     serialize,
 )
@@ -173,3 +175,45 @@ def test_prefetch_through_the_sandbox(nimservice: Any, sandbox: SandboxedRunner)
     assert ev.prefetch(pods) == 73
     got = [ev.group_keys(p, [GROUP_KEY], "nimservice") for p in pods]
     assert got == [["a"]] * 70 + [["b"]] * 3
+
+
+def test_groups_in_one_run_give_each_group_what_its_own_run_gives() -> None:
+    exprs_a, exprs_b = ERRORS[:6], [".a", "keys?", "length", "not_a_function(2)"]
+    counting = CountingRunner()
+    got = evaluate_groups([(exprs_a, INPUTS), ([".x"], []), (exprs_b, INPUTS[:3])], runner=counting)
+    assert got is not None and counting.runs == 1
+    assert got[0] == evaluate_each(exprs_a, INPUTS) == [evaluate_many(exprs_a, t) for t in INPUTS]
+    assert got[1] == []
+    assert got[2] == [evaluate_many(exprs_b, t) for t in INPUTS[:3]]
+    assert evaluate_groups([([".a"], []), ([".b"], [])]) == [[], []]
+
+
+def nimservice_root(name: str = "llm", replicas: int = 5) -> dict[str, Any]:
+    return {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{uuid.uuid4().hex}", "resourceVersion": "7"},
+            "spec": {"replicas": replicas}}
+
+
+def test_prefetch_with_the_root_object_answers_a_workloads_decisions_in_one_run(nimservice: Any) -> None:
+    pods, root = nimservice_pods(5), nimservice_root(replicas=5)
+    counting = CountingRunner()
+    ev = Evaluator(nimservice, runner=counting)
+    assert ev.prefetch(pods, root=root) == 5
+    assert counting.runs == 1
+    scale = ev.scale(root, "nimservice")
+    keys = [ev.group_keys(p, [GROUP_KEY], "nimservice") for p in pods]
+    assert counting.runs == 1, "the root's expressions came with the pods'"
+    plain = Evaluator(nimservice, runner=CountingRunner())
+    assert scale == plain.scale(root, "nimservice") and {s.replicas for s in scale.values()} == {5}
+    assert keys == [plain.group_keys(p, [GROUP_KEY], "nimservice") for p in pods]
+    # a one-pod workload is worth one run too; a cached root does not ride again
+    one, counting.runs = nimservice_pods(1, "solo"), 0
+    assert ev.prefetch(one, root=nimservice_root("solo")) == 1 and counting.runs == 1
+    assert ev.prefetch(nimservice_pods(1, "again"), root=root) == 0 and counting.runs == 1
+
+
+def test_prefetch_with_the_root_through_the_sandbox(nimservice: Any, sandbox: SandboxedRunner) -> None:
+    pods, root = nimservice_pods(3, "c"), nimservice_root("c", replicas=3)
+    ev = Evaluator(nimservice, runner=sandbox)
+    assert ev.prefetch(pods, root=root) == 3
+    assert ev.scale(root, "nimservice") == Evaluator(nimservice, runner=CountingRunner()).scale(root, "nimservice")
