@@ -421,22 +421,6 @@ EACH_MAX_INPUTS = 64
 EACH_MAX_BYTES = 1 << 20
 
 
-def evaluate_each(
-    exprs: Iterable[str],
-    input_texts: Sequence[str],
-    *,
-    runner: Runner = IN_PROCESS,
-    max_outputs: int = DEFAULT_MAX_OUTPUTS,
-    timeout_s: float | None = None,
-) -> list[dict[str, Outcome]] | None:
-    """What :func:`evaluate_many` gives for each input, from one jq run over all of them; None when one
-    run cannot answer for all (no expression compiles, the run fails or times out): the caller then
-    evaluates each input alone, so a definition that is slow on some input is still traced to that
-    input and expression. See :func:`evaluate_groups` for the program."""
-    out = evaluate_groups([(exprs, input_texts)], runner=runner, max_outputs=max_outputs, timeout_s=timeout_s)
-    return None if out is None else out[0]
-
-
 def evaluate_groups(
     groups: Sequence[tuple[Iterable[str], Sequence[str]]],
     *,
@@ -444,9 +428,11 @@ def evaluate_groups(
     max_outputs: int = DEFAULT_MAX_OUTPUTS,
     timeout_s: float | None = None,
 ) -> list[list[dict[str, Outcome]]] | None:
-    """:func:`evaluate_each` for several (expressions, inputs) groups at once — a workload's pods with the
-    pod expressions and its root object with the root expressions — in ONE jq run: per group, what
-    :func:`evaluate_many` gives for each of its inputs. None when one run cannot answer for all.
+    """What :func:`evaluate_many` gives for each input of each (expressions, inputs) group — a workload's
+    pods with the pod expressions and its root object with the root expressions — from ONE jq run; None
+    when one run cannot answer for all (no expression of a group compiles, the run fails or times out):
+    the caller then evaluates each input alone, so a definition that is slow on some input is still
+    traced to that input and expression.
 
     The program is ``[(.[0] | [.[] | [FUSED_0]]), (.[1] | [.[] | [FUSED_1]]), ...]`` over the JSON array
     of the groups' input arrays: ``FUSED_i`` is the program :func:`evaluate_many` runs on one input, so

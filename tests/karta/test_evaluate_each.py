@@ -1,4 +1,4 @@
-"""Many objects in one jq run (``evaluate_each``, ``evaluate_groups``, ``Evaluator.prefetch``): the same
+"""Many objects in one jq run (``evaluate_groups``, ``Evaluator.prefetch``): the same
 outcomes as one run per object, one sandbox round trip per chunk of pods (and their root object) instead
 of one per pod."""
 
@@ -18,7 +18,6 @@ from grouper.karta import Evaluator, SandboxedRunner, from_object
 from grouper.karta.jqrun import (
     EACH_MAX_INPUTS,
     IN_PROCESS,
-    evaluate_each,
     evaluate_groups,
     evaluate_many,
     serialize,
@@ -44,6 +43,12 @@ ERRORS = [
     "not_a_function(1)",  # does not compile
 ]
 INPUTS = ["1", '{"a": {"b": 2}}', '{"a": 3}', "[1, 2]", "null", '"s"', '{"a": {"b": [1, {"c": null}]}}']
+
+
+def evaluate_each(exprs: list[str], texts: list[str], **kwargs: Any) -> list[dict[str, Any]] | None:
+    """One group's answer: what the evaluator's one-run path gives for a pass's pods alone."""
+    out = evaluate_groups([(exprs, texts)], **kwargs)
+    return None if out is None else out[0]
 
 
 class CountingRunner:
