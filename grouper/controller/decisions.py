@@ -183,6 +183,22 @@ def _message(stored: str | tuple[str], pod_group: str | None, sub_group: str | N
 _RENDERED_SHARED: dict[_Shared, tuple[str, Record]] = {}
 
 
+def _shared_inputs(d: Decision) -> tuple[Any, ...]:
+    """Everything of a decision :meth:`_Shared.key_of` reads besides the workload, as copies: equal
+    inputs (and workload) give an equal key."""
+    prov = d.pod_group.provenance if d.pod_group else None
+    return (
+        d.pod_namespace,
+        d.plugin,
+        d.definition,
+        d.definition_origin,
+        d.top_owner,
+        tuple(d.owner_chain),
+        dict(prov) if prov else None,
+        tuple(d.notes),
+    )
+
+
 def _describe(top: OwnerRef | None, namespace: str) -> str:
     """How the texts name the top owner (``describe``: ``Kind namespace/name``)."""
     return f"{top.kind} {namespace}/{top.name}" if top is not None and top.kind and top.name else ""
@@ -322,6 +338,7 @@ class DecisionStore:
         self._failing: dict[str, set[str]] = {}  # namespace -> pods whose latest decision failed
         self._workloads: dict[str, Record] = {}
         self._shared: dict[_SharedKey, _Shared] = {}  # (workload, …) -> shared part
+        self._last_shared: tuple[str, tuple[Any, ...], _Shared] | None = None  # workload, inputs, part
         self.updated = time.monotonic()
 
     # ------------------------------------------------------------------ writes (controller)
@@ -355,10 +372,19 @@ class DecisionStore:
         discard_member(self._group_pods, (namespace, pod_group), pod)
 
     def _share(self, workload: str, d: Decision) -> _Shared:
-        key = _Shared.key_of(d, workload)
-        shared = self._shared.get(key)
-        if shared is None:
-            shared = self._shared[key] = _Shared(key)
+        # The pods of a workload are recorded one after the other and most share everything that goes into
+        # the key: comparing with the last decision's inputs is cheaper than building the key again
+        inputs = _shared_inputs(d)
+        last = self._last_shared
+        if last is not None and last[0] is workload and last[1] == inputs:
+            shared = last[2]
+            if shared.refs <= 0:  # released since (its pods are gone): back into the table, or its equal
+                shared = self._shared.setdefault(shared.key, shared)
+        else:
+            key = _Shared.key_of(d, workload)
+            found = self._shared.get(key)
+            shared = found if found is not None else self._shared.setdefault(key, _Shared(key))
+        self._last_shared = (workload, inputs, shared)
         return shared
 
     def record_decision(self, d: Decision, workload: str) -> None:

@@ -33,6 +33,7 @@ from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadK
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
+from grouper.core.owner_chain import SharedChains
 from grouper.core.validation import validate_pod_group
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
@@ -272,6 +273,7 @@ class Reconciler:
     async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
         """Decide each pod; the returned lookups hold what all the decisions read together."""
         seen = self.cache.lookups()
+        chains = SharedChains()  # the workload's pods mostly have one owner: walk its chain once
         if self._sandboxed(wl):
             # A Karta's jq runs in a worker process and may take up to its query timeout (a hostile
             # cluster definition, a slow one from --definitions): wait for it off the event loop so no
@@ -282,23 +284,25 @@ class Reconciler:
                 for i in range(0, len(pods), PREFETCH_CHUNK):
                     chunk = pods[i : i + PREFETCH_CHUNK]
                     self.grouper.prefetch(chunk, self.cache.lookups())
-                    out.extend((pod, self._decide_one(pod, seen)) for pod in chunk)
+                    chains.clear()  # the event loop runs on meanwhile: the cache may have changed
+                    out.extend((pod, self._decide_one(pod, seen, chains)) for pod in chunk)
                 return out
 
             return await asyncio.to_thread(decide_all), seen
         out = []
         for i, pod in enumerate(pods):
-            out.append((pod, self._decide_one(pod, seen)))
+            out.append((pod, self._decide_one(pod, seen, chains)))
             if i % 64 == 63:
                 await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
+                chains.clear()  # (which may have changed the cache meanwhile)
         return out, seen
 
-    def _decide_one(self, pod: Obj, seen: CacheLookups) -> Decision:
+    def _decide_one(self, pod: Obj, seen: CacheLookups, chains: SharedChains | None = None) -> Decision:
         """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
         find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
         re-queues the workload without discarding the decisions its other pods already have."""
         lookups = self.cache.lookups()
-        d = self.grouper.decide(pod, lookups)
+        d = self.grouper.decide(pod, lookups, chains)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused
         seen.listed_pods = seen.listed_pods or lookups.listed_pods

@@ -18,7 +18,7 @@ from grouper.core.hub import PluginHub
 from grouper.core.lookups import Lookups
 from grouper.core.naming import shorten_name
 from grouper.core.nodepool import apply_nodepool_label
-from grouper.core.owner_chain import resolve_owners
+from grouper.core.owner_chain import SharedChains, resolve_owners
 from grouper.core.validation import validate_pod_group
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError, InvalidPodGroup
@@ -50,11 +50,12 @@ class Grouper:
     def definitions(self) -> DefinitionRegistry | None:
         return self.hub.definitions
 
-    def decide(self, pod: Obj, lookups: Lookups) -> Decision:
+    def decide(self, pod: Obj, lookups: Lookups, chains: SharedChains | None = None) -> Decision:
+        """``chains``: owner chains to share with the pod's siblings decided on the same lookups."""
         pod = o.with_pod_typemeta(pod)
         decision = Decision(o.namespace(pod), o.name(pod), o.uid(pod), "skipped", "")
         try:
-            self._decide(pod, lookups, decision)
+            self._decide(pod, lookups, decision, chains)
         except GroupingError as exc:
             decision.outcome, decision.reason, decision.message = "error", exc.reason, str(exc)
             decision.retryable = exc.retryable
@@ -78,7 +79,7 @@ class Grouper:
         except Exception:
             log.debug("prefetch for %s failed", o.name(pods[0]), exc_info=True)
 
-    def _decide(self, pod: Obj, lookups: Lookups, d: Decision) -> None:
+    def _decide(self, pod: Obj, lookups: Lookups, d: Decision, chains: SharedChains | None) -> None:
         scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"
         if scheduler != self.config.scheduler_name:
             d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
@@ -91,7 +92,7 @@ class Grouper:
         # decision: the check is made below, once we know the name we would give it.
         external = "" if o.owner_references(pod) else o.annotations(pod).get(POD_GROUP_ANNOTATION, "")
         try:
-            chain = resolve_owners(pod, lookups)
+            chain = resolve_owners(pod, lookups) if chains is None else chains.resolve(pod, lookups)
         except GroupingError as exc:
             if o.meta(pod).get("deletionTimestamp"):
                 # KAI returns success here but still emits a warning (§8 item 2); we skip quietly.

@@ -135,5 +135,45 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
     return OwnerChain(owners, owners[-1] if owners else pod, notes=notes)
 
 
+class SharedChains:
+    """Owner chains walked once for the pods of one owner: a pod with a single owner reference has the
+    chain of that owner, whatever the pod's own fields, so its siblings reuse it. Only chains walked to
+    the end are kept (a truncated walk, an error, a multi-owner pod's notes are the pod's own). Valid for
+    one unchanged cache: the caller drops it (:meth:`clear`) whenever the cache may have moved on."""
+
+    __slots__ = ("_chains",)
+
+    def __init__(self) -> None:
+        self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
+
+    def resolve(self, pod: Obj, lookups: Lookups) -> OwnerChain:
+        key = _sibling_key(pod)
+        if key is None:
+            return resolve_owners(pod, lookups)
+        chain = self._chains.get(key)
+        if chain is None:
+            chain = resolve_owners(pod, lookups)
+            if chain.truncated is None and chain.owners:
+                self._chains[key] = chain
+        return chain
+
+    def clear(self) -> None:
+        self._chains.clear()
+
+
+def _sibling_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
+    """The pod's namespace and its one owner reference; None unless it has exactly one, well formed, with
+    a uid, and not owned by a pod (a pod's chain goes through that pod's changing fields)."""
+    meta = pod.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list) or len(refs) != 1 or not isinstance(refs[0], dict):
+        return None
+    ref = refs[0]
+    fields = (ref.get("uid"), ref.get("name"), ref.get("kind"), ref.get("apiVersion"))
+    if not all(isinstance(f, str) and f for f in fields) or ref.get("kind") == "Pod":
+        return None
+    return (o.namespace(pod), *fields)  # type: ignore[return-value]
+
+
 def _identity(obj: Obj) -> str:
     return o.uid(obj) or f"{obj.get('kind')}/{o.namespace(obj)}/{o.name(obj)}"

@@ -229,9 +229,10 @@ def _decision(name: str, **kw: Any) -> Decision:
     top = OwnerRef("batch/v1", "Job", "train", "job-uid")
     md = PodGroupMetadata(name="pg-train-job-uid", namespace="ns", owner=top)
     md.provenance.update(kw.pop("provenance", {"queue": "label kai.scheduler/queue on Job ns/train"}))
-    return Decision("ns", name, f"uid-{name}", kw.pop("outcome", "grouped"), kw.pop("reason", "Grouped"),
-                    kw.pop("message", "PodGroup pg-train-job-uid"), pod_group=md, plugin="BatchJob",
-                    owner_chain=[top], top_owner=top, **kw)
+    return Decision(kw.pop("pod_namespace", "ns"), name, f"uid-{name}", kw.pop("outcome", "grouped"),
+                    kw.pop("reason", "Grouped"), kw.pop("message", "PodGroup pg-train-job-uid"), pod_group=md,
+                    plugin=kw.pop("plugin", "BatchJob"),
+                    owner_chain=kw.pop("owner_chain", [top]), top_owner=kw.pop("top_owner", top), **kw)
 
 
 def test_texts_with_the_placeholder_character_or_per_pod_notes_still_render_as_given() -> None:
@@ -245,6 +246,45 @@ def test_texts_with_the_placeholder_character_or_per_pod_notes_still_render_as_g
     assert store.pod("ns", "b")["notes"] == ["note for b only"]  # type: ignore[index]
     assert store.pod("ns", "b")["provenance"] == {"queue": "label kai.scheduler/queue on Job ns/train"}  # type: ignore[index]
     assert store.sizes()["sharedParts"] == 2
+
+
+def test_each_shared_input_that_differs_from_the_pod_recorded_before_gets_its_own_part() -> None:
+    """The store reuses the last pod's part when nothing of it differs; any one difference must not."""
+    other_top = OwnerRef("batch/v1", "Job", "eval", "job-uid-2")
+    karta = {"definition": "trainjob", "definition_origin": "builtin"}
+    variants: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # the pod before, this pod
+        "same": ({}, {}),
+        "provenance": ({}, {"provenance": {"queue": "label kai.scheduler/queue on Pod ns/p"}}),
+        "notes": ({}, {"notes": ["owner chain truncated: forbidden"]}),
+        "chain": ({}, {"owner_chain": [OwnerRef("v1", "Pod", "x", "x-uid"), OwnerRef("batch/v1", "Job", "train", "job-uid")]}),
+        "top": ({}, {"top_owner": other_top}),
+        "plugin": ({}, {"plugin": "Default Grouper"}),
+        "namespace": ({}, {"pod_namespace": "other"}),
+        "definition": ({}, karta),
+        "origin": (karta, {**karta, "definition_origin": "cluster"}),
+        "definition-name": (karta, {**karta, "definition": "mpijob"}),
+    }
+    store = DecisionStore()
+    for _ in range(2):  # a second pass over the same pods: the parts found again, none left over
+        for name, (before, kw) in variants.items():
+            base, variant = _decision("a", **before), _decision(name, **kw)
+            store.record_decision(base, "Job.batch ns/train")  # the pod recorded just before
+            store.record_decision(variant, "Job.batch ns/train")  # differs from it in one input only
+            for d in (base, variant):
+                want, got = d.to_record(), store.pod(d.pod_namespace, d.pod_name)
+                assert got is not None
+                assert {k: got[k] for k in want} == want, name
+    for name in [*variants, "a"]:
+        store.forget_pod("other" if name == "namespace" else "ns", name)
+    assert store.sizes()["sharedParts"] == 0
+    # a part released with its last pod and then wanted again by an equal decision comes back
+    store.record_decision(_decision("p"), "Job.batch ns/train")
+    store.forget_pod("ns", "p")
+    store.record_decision(_decision("q"), "Job.batch ns/train")
+    assert store.sizes()["sharedParts"] == 1
+    assert store.pod("ns", "q")["topOwner"]["name"] == "train"  # type: ignore[index]
+    store.forget_pod("ns", "q")
+    assert store.sizes()["sharedParts"] == 0
 
 
 def test_errors_patches_and_pods_without_a_decision() -> None:

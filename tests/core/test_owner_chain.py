@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.owner_chain import resolve_owners
+from grouper.core.owner_chain import SharedChains, resolve_owners
+from grouper.manifests import load_manifests
 from grouper.model.errors import InvalidWorkload, OwnerCycle, OwnerNotFound, OwnerUidMismatch
+from grouper.runtime.composition import build_grouper
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def obj(api_version: str, kind: str, name: str, uid: str, owners: list[dict] | None = None, ns: str = "ns") -> dict:
@@ -23,6 +28,16 @@ def ref(o: dict, controller: bool | None = None) -> dict:
     if controller is not None:
         r["controller"] = controller
     return r
+
+
+class CountingLookups(InMemoryLookups):
+    """Counts the owner reads a walk makes."""
+
+    gets = 0
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
+        self.gets += 1
+        return super().get(api_version, kind, namespace, name)
 
 
 JOBSET = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "js", "u-js")
@@ -119,3 +134,64 @@ def test_malformed_owner_references_name_the_field(refs: object, field: str) -> 
     with pytest.raises(InvalidWorkload, match=re.escape(f"field {field}:")) as err:
         resolve_owners(pod, InMemoryLookups([]))
     assert not err.value.retryable
+
+
+# ---------------------------------------------------------------- chains shared by sibling pods
+
+
+def test_siblings_of_one_owner_share_its_chain_walked_once() -> None:
+    lookups = CountingLookups([JOBSET, JOB])
+    chains = SharedChains()
+    pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", [ref(JOB, True)]) for i in range(3)]
+    got = [chains.resolve(p, lookups) for p in pods]
+    assert got[0] is got[1] is got[2]
+    assert lookups.gets == 2  # the Job and the JobSet, once
+    assert got[0].top_owner is JOBSET
+    chains.clear()
+    assert chains.resolve(pods[0], lookups) == got[0] and lookups.gets == 4  # walked again after clear()
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        [ref(obj("v1", "ConfigMap", "cm", "u-cm")), ref(JOB, True)],  # two references: notes name the pod
+        [{k: v for k, v in ref(JOB, True).items() if k != "uid"}],  # no uid to tell owners apart
+        [ref(obj("v1", "Pod", "parent", "u-parent"), True)],  # a pod's chain goes through that pod
+    ],
+    ids=["two-owners", "no-uid", "pod-owned"],
+)
+def test_pods_whose_chain_is_their_own_are_walked_every_time(owners: list[dict]) -> None:
+    parent = obj("v1", "Pod", "parent", "u-parent")
+    lookups = CountingLookups([JOBSET, JOB, obj("v1", "ConfigMap", "cm", "u-cm"), parent])
+    chains = SharedChains()
+    pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", owners) for i in range(2)]
+    first = chains.resolve(pods[0], lookups)
+    walk = lookups.gets
+    second = chains.resolve(pods[1], lookups)
+    assert first is not second and first.owners == second.owners
+    assert walk > 0 and lookups.gets == 2 * walk  # the second pod walked its chain itself
+    if len(owners) == 2:
+        assert "Pod ns/p0" in first.notes[0] and "Pod ns/p1" in second.notes[0]
+
+
+def test_truncated_or_failed_walks_are_not_shared() -> None:
+    chains = SharedChains()
+    pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", [ref(JOB, True)]) for i in range(2)]
+    forbidden = InMemoryLookups([JOBSET, JOB], forbidden={("jobset.x-k8s.io", "JobSet")})
+    first = chains.resolve(pods[0], forbidden)
+    assert first.truncated
+    with pytest.raises(OwnerNotFound):
+        chains.resolve(pods[1], InMemoryLookups([]))  # walked again, on the lookups given, not the first's
+    assert chains.resolve(pods[1], InMemoryLookups([JOBSET, JOB])).truncated is None
+
+
+def test_deciding_siblings_with_shared_chains_gives_the_same_decisions() -> None:
+    grouper = build_grouper()
+    for files in (("jobset-demo.yaml", "jobset-demo-pods.yaml"), ("pytorchjob.yaml",), ("raycluster.yaml",),
+                  ("leaderworkerset.yaml",), ("deployment.yaml",), ("bare-pod.yaml",)):
+        objs = [m.obj for m in load_manifests([EXAMPLES / f for f in files])]
+        pods = [p for p in objs if p.get("kind") == "Pod"]
+        assert pods, files
+        lookups = InMemoryLookups(objs)
+        chains = SharedChains()
+        assert [grouper.decide(p, lookups, chains) for p in pods] == [grouper.decide(p, lookups) for p in pods]
