@@ -37,7 +37,7 @@ from grouper.controller.memo import DecisionMemo
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
-from grouper.core.owner_chain import controlling_reference, resolve_owners
+from grouper.core.owner_chain import owner_key, resolve_owners
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
@@ -169,7 +169,7 @@ class EventHandlers:
     def workload_of(self, pod: Obj) -> WorkloadKey | None:
         """Top owner on the cache (the same walk the decision makes), or the pod itself when the walk fails.
         Pods with the same controlling owner routed in one run of the loop walk once (``_routes``)."""
-        route = self._route_key(pod)
+        route = owner_key(pod)
         if route is not None:
             hit = self._routes.get(route)
             if hit is not None:
@@ -213,24 +213,6 @@ class EventHandlers:
         if route is not None and not lookups.refused and not chain.truncated:
             self._share_route(route, wl)
         return wl
-
-    @staticmethod
-    def _route_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
-        """What a pod's owner walk depends on besides the cache: its namespace and controlling reference.
-        None for a pod without one, with a malformed one, or owned by a pod (pods change in the same run)."""
-        try:
-            ref = controlling_reference(pod)
-        except GroupingError:
-            return None
-        if ref is None or ref.get("kind") == "Pod" or not ref.get("uid"):
-            return None
-        return (
-            o.namespace(pod),
-            str(ref.get("uid")),
-            str(ref.get("name")),
-            str(ref.get("kind")),
-            str(ref.get("apiVersion")),
-        )
 
     def _share_route(self, route: tuple[str, str, str, str, str], wl: WorkloadKey) -> None:
         if not self._routes:

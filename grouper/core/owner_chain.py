@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from grouper.core.lookups import Lookups
 from grouper.model import objects as o
 from grouper.model.errors import (
+    GroupingError,
     InvalidWorkload,
     LookupForbidden,
     OwnerChainTooDeep,
@@ -147,8 +148,8 @@ class SharedChains:
         self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
 
     def resolve(self, pod: Obj, lookups: Lookups) -> OwnerChain:
-        key = _sibling_key(pod)
-        if key is None:
+        key = owner_key(pod)
+        if key is None or len(o.owner_references(pod)) != 1:  # several: the walk's notes name the pod
             return resolve_owners(pod, lookups)
         chain = self._chains.get(key)
         if chain is None:
@@ -161,18 +162,23 @@ class SharedChains:
         self._chains.clear()
 
 
-def _sibling_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
-    """The pod's namespace and its one owner reference; None unless it has exactly one, well formed, with
-    a uid, and not owned by a pod (a pod's chain goes through that pod's changing fields)."""
-    meta = pod.get("metadata")
-    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    if not isinstance(refs, list) or len(refs) != 1 or not isinstance(refs[0], dict):
+def owner_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
+    """What a pod's owner walk depends on besides the cache: its namespace and its controlling reference
+    (uid, name, kind, apiVersion). None for a pod without one, with a malformed one or one without a uid,
+    or owned by a pod (pods change in the same run). Pods with the same key have the same top owner."""
+    try:
+        ref = controlling_reference(pod)
+    except GroupingError:
         return None
-    ref = refs[0]
-    fields = (ref.get("uid"), ref.get("name"), ref.get("kind"), ref.get("apiVersion"))
-    if not all(isinstance(f, str) and f for f in fields) or ref.get("kind") == "Pod":
+    if ref is None or ref.get("kind") == "Pod" or not ref.get("uid"):
         return None
-    return (o.namespace(pod), *fields)  # type: ignore[return-value]
+    return (
+        o.namespace(pod),
+        str(ref.get("uid")),
+        str(ref.get("name")),
+        str(ref.get("kind")),
+        str(ref.get("apiVersion")),
+    )
 
 
 def _identity(obj: Obj) -> str:
