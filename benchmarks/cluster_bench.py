@@ -270,9 +270,13 @@ class Bench:
         self.grouper = g.start()
         return g.wait_ready(timeout=600)
 
-    def stop_grouper(self) -> None:
+    def stop_grouper(self, *, crash: bool = False) -> None:
+        """``crash``: SIGKILL — no drain, and the lease is not released (a successor waits it out)."""
         if self.grouper is not None:
-            self.grouper.stop()
+            if crash:
+                self.grouper.kill()
+            else:
+                self.grouper.stop()
             self.grouper.http.close()
             self.grouper = None
 
@@ -641,8 +645,11 @@ class Bench:
         time to /readyz, to leading, to having re-decided every workload (reconciles >= workloads and an
         empty queue, twice in a row), the writes it made, RSS."""
         # the floor of a restart: the grouper's pods listed by a plain client while no grouper runs, page by
-        # page (500 per page) and as one streaming list
-        self.stop_grouper()
+        # page (500 per page) and as one streaming list. A crash (--restart-crash) comes after the floors, so
+        # its lease has not run out before the successor starts.
+        crash = bool(self.args.restart_crash)
+        if not crash:
+            self.stop_grouper()
         selector = {"fieldSelector": f"spec.schedulerName={GROUPER_SCHEDULER}"}
         t_list = time.monotonic()
         listed, _ = await self.api.list("/api/v1/pods", limit=500, selectors=selector)
@@ -653,12 +660,18 @@ class Bench:
         stream_floor_s = time.monotonic() - t_list
         if streamed != n_listed:
             say(f"  !! a streaming list sent {streamed:,} pods, the LIST {n_listed:,}")
+        lists = await self.lists_floor(selector)
+        if crash:
+            self.stop_grouper(crash=True)
+        api0 = self.cluster.cpu_seconds("kube-apiserver")
         t0 = time.monotonic()
         ready_s = self.start_grouper(command=command)
+        api_ready = self.cluster.cpu_seconds("kube-apiserver") - api0
         leading_s = self.wait_leading() + ready_s
         # a new workload created while the re-checks run: grouped at once, or queued behind them?
         fresh = asyncio.create_task(self.fresh_workload())
         workloads = setup["workloads"] + 1
+        api_settled, grouper_settled = api_ready, self.g.cpu_seconds()
         stable = 0
         settled_s = None
         while time.monotonic() - t0 < 1800:
@@ -670,6 +683,9 @@ class Bench:
                     break
             else:
                 stable = 0
+                # CPU until settled (as of the last look that found work left): what the restart cost the box
+                api_settled = self.cluster.cpu_seconds("kube-apiserver") - api0
+                grouper_settled = self.g.cpu_seconds()
             await asyncio.sleep(0.25)
         await asyncio.sleep(3.0)  # late writes would show here
         new_ns, new_s, new_writes = await fresh
@@ -678,6 +694,11 @@ class Bench:
         out = {"list_floor_s": round(list_floor_s, 2), "list_floor_pods": n_listed,
                "stream_list_floor_s": round(stream_floor_s, 2),
                "grouper_commit": git_commit(grouper_checkout(command) or REPO) if command else None,
+               "crash": crash, "lists_floor": lists,
+               "apiserver_cpu_s": {"to_ready": round(api_ready, 2), "to_settled": round(api_settled, 2)},
+               "grouper_cpu_settled_s": round(grouper_settled, 2),
+               # the shortest time this box's CPUs could do the restart's work in, were it spread perfectly
+               "cpu_floor_s": round((api_settled + grouper_settled) / (os.cpu_count() or 1), 2),
                "ready_s": round(ready_s, 2), "leading_s": round(leading_s, 2),
                "settled_s": rounded(settled_s, 2), "reconciles": c["reconciles"],
                "new_workload_s": rounded(new_s, 2), "new_workload_writes": new_writes,
@@ -685,13 +706,30 @@ class Bench:
                "events_after_restart": c["events"], "cpu_s": round(self.g.cpu_seconds(), 2),
                "rss_mib": round(rss / 2**20, 1),
                "rss_per_cached_pod_kb": round((rss - self.args.idle_rss) / 1024 / setup["pods"], 1)}
-        say(f"  restart{' (alt grouper)' if command else ''}: a plain LIST of the {n_listed:,} pods {out['list_floor_s']} s, a streaming list "
+        say(f"  restart{' (alt grouper)' if command else ''}{' after a crash' if crash else ''}: a plain LIST of the {n_listed:,} pods {out['list_floor_s']} s, a streaming list "
             f"{out['stream_list_floor_s']} s; ready {out['ready_s']} s, leading {out['leading_s']} s, settled {out['settled_s']} s, "
             f"{c['reconciles']:.0f} reconciles, {out['writes_after_restart']:.0f} writes, RSS {out['rss_mib']} MiB "
             f"({out['rss_per_cached_pod_kb']} KB per cached pod); a new 5-pod workload grouped {out['new_workload_s']} s "
             f"after its last pod was created")
+        say(f"  the floor: a plain client's streaming lists of everything the grouper caches ({lists['objects']:,} "
+            f"objects) {lists['wall_s']} s, the API server {lists['apiserver_cpu_s']} CPU-s; the restart until settled: "
+            f"the API server {out['apiserver_cpu_s']['to_settled']} CPU-s ({out['apiserver_cpu_s']['to_ready']} to ready), "
+            f"the grouper {out['grouper_cpu_settled_s']} CPU-s: {out['cpu_floor_s']} s of this box's {os.cpu_count()} CPUs")
         await self.delete_namespace(new_ns)
         return out
+
+    async def lists_floor(self, selector: dict[str, str]) -> dict[str, Any]:
+        """The floor of a restart's lists: a plain client streams everything the grouper caches — its pods,
+        the PodGroups, every owner kind of the workloads — at once, decoding each object and nothing more:
+        wall time, objects, and the CPU it cost the API server and the client."""
+        cluster_wide = [PGS, *(PATHS[k] for k in sorted(PATHS) if k != "Pod")]
+        paths: list[tuple[str, dict[str, str] | None]] = [("/api/v1/pods", selector)]
+        paths += [(p.replace("namespaces/{ns}/", ""), None) for p in cluster_wide]
+        api0, client0, t0 = self.cluster.cpu_seconds("kube-apiserver"), time.process_time(), time.monotonic()
+        counts = await asyncio.gather(*(self.api.stream_list(p, selectors=sel) for p, sel in paths))
+        return {"wall_s": round(time.monotonic() - t0, 2), "objects": sum(counts),
+                "apiserver_cpu_s": round(self.cluster.cpu_seconds("kube-apiserver") - api0, 2),
+                "client_cpu_s": round(time.process_time() - client0, 2)}
 
     async def fresh_workload(self) -> tuple[str, float | None, int]:
         """One 5-pod JobSet in a namespace of its own: seconds from its last pod's create to every pod
@@ -835,12 +873,24 @@ def table(results: dict[str, Any]) -> str:
                          f"{_f(r.get('new_workload_s'))} s after its last pod), RSS {_f(r['rss_mib'], 0)} MiB = "
                          f"{_f(r['rss_per_cached_pod_kb'], 1)} KB per cached pod (over the idle grouper's); "
                          f"verified: {ok}; load {load}")
+            if r.get("lists_floor"):
+                extra.append(f"  - **the floor of {name}**: {_cpu_floor(r)}")
             if r.get("runs"):
                 extra.append(f"  - every restart of {name} (ready / leading / settled s, writes): " + "; ".join(
-                    f"{run['grouper']}{' ' + run['grouper_commit'] if run.get('grouper_commit') else ''} "
+                    f"{run['grouper']}{' ' + run['grouper_commit'] if run.get('grouper_commit') else ''}"
+                    f"{' after a crash' if run.get('crash') else ''} "
                     f"{_f(run['ready_s'])} / {_f(run['leading_s'])} / {_f(run['settled_s'])}, "
                     f"{run['writes_after_restart']:.0f}" for run in r["runs"]))
     return "\n".join([*rows, "", *extra])
+
+
+def _cpu_floor(r: dict[str, Any]) -> str:
+    lists, api = r["lists_floor"], r["apiserver_cpu_s"]
+    return (f"a plain client's streaming lists of everything the grouper caches ({lists['objects']:,} objects, at once) "
+            f"{_f(lists['wall_s'])} s, {_f(lists['apiserver_cpu_s'])} CPU-s of the API server and "
+            f"{_f(lists['client_cpu_s'])} of the client; the restart until settled: the API server "
+            f"{_f(api['to_settled'])} CPU-s ({_f(api['to_ready'])} to ready), the grouper "
+            f"{_f(r['grouper_cpu_settled_s'])} CPU-s, together {_f(r['cpu_floor_s'])} s of the box's CPUs")
 
 
 def _stream_floor(r: dict[str, Any]) -> str:
@@ -1020,6 +1070,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-alt-python", metavar="PATH",
                     help="with --restarts: every other restart runs the grouper of this other checkout's Python "
                          "(paired A/B over the same objects)")
+    ap.add_argument("--restart-crash", action="store_true",
+                    help="end the grouper with SIGKILL before each restart (no drain, the lease not released: the "
+                         "successor waits out its 15 s)")
     ap.add_argument("--audit-log", metavar="PATH",
                     help="the API server's audit log of every pod and PodGroup write, with its body")
     args = ap.parse_args(argv)

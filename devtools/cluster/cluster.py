@@ -239,6 +239,15 @@ class LocalCluster:
         procs = [self._procs.get(name) for name in components]
         return all(p is not None and p.poll() is None for p in procs)
 
+    def cpu_seconds(self, component: str) -> float:
+        """user + system CPU time of a running component so far (``/proc/<pid>/stat``): what a benchmark
+        charges the control plane for serving it."""
+        proc = self._procs.get(component)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{component} is not running")
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     @property
     def apiserver_running(self) -> bool:
         proc = self._procs.get("kube-apiserver")

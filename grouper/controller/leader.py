@@ -8,6 +8,10 @@
   for ``renew_deadline`` — before any other candidate may take over (15 s) — so writes stop in time even
   when the API server is unreachable.
 - On clean shutdown the lease is released (holder cleared, duration 1 s) so a standby takes over at once.
+- ``gate``: an event set once this replica can lead (the service sets it when its caches are complete).
+  Until then the candidate only *reads* the lease every retry period: a replica that cannot sync never
+  holds it, yet the clock of a dead holder's record starts at process start — after a crash the lease's
+  15 s run while the caches fill instead of after them.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._rv = ""
         self.transitions = 0  # times this instance became leader
+        self.gate: asyncio.Event | None = None  # campaign only once set (module docstring)
 
     def is_leader(self) -> bool:
         return self._leading and not self._taken and time.monotonic() - self._last_renew < self.renew_deadline
@@ -89,10 +94,30 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while True:
+            gate = self.gate
+            if gate is not None and not gate.is_set():
+                await self._observe()
+                with contextlib.suppress(TimeoutError):  # wake at once when the gate opens
+                    await asyncio.wait_for(gate.wait(), self.retry_period)
+                continue
             if await self._try_acquire_or_renew():
                 log.info("acquired lease %s/%s", self.namespace, self.name, extra={"identity": self.identity})
                 return
             await asyncio.sleep(self.retry_period * random.uniform(1.0, 1.2))
+
+    async def _observe(self) -> None:
+        """Read the lease without taking it: a record first seen now is free once it stays unchanged for
+        its duration, however long this replica still needs before it may lead."""
+        attempt_at = time.monotonic()
+        try:
+            lease = await self.client.get(LEASE.path(self.namespace, self.name))
+        except ApiError as e:
+            if not e.not_found:
+                log.warning("cannot read lease %s/%s: %s", self.namespace, self.name, e)
+            return
+        spec = lease.get("spec") or {}
+        if spec != self._observed:
+            self._observed, self._observed_at = spec, attempt_at
 
     async def _renew_until_lost(self) -> None:
         while True:

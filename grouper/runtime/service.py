@@ -158,6 +158,14 @@ class Service:
             probe=self.probe,
         )
         self.state.grouper, self.state.definitions = grouper, definitions
+        if self.leader is not None:
+            # Campaign from the start, but take the lease only with complete caches (the gate): after a
+            # crash the old holder's lease expires while the caches fill, not after them.
+            ctl = self.controller
+            self.leader.gate = asyncio.Event()
+            self.leader.on_started_leading = ctl.start_workers
+            self.leader.on_stopped_leading = ctl.stop_workers
+            self.supervisor.spawn("leader-election", self.leader.run)
         await self.controller.start()
         # The caches are the bulk of the heap and live as long as the process: move them out of the
         # collector's reach, so full collections do not walk millions of cached objects while the loop
@@ -169,11 +177,8 @@ class Service:
         self.state.controller = self.controller
         if s.webhook_bind_address:
             await self._start_webhook()
-        if self.leader is not None:
-            ctl = self.controller
-            self.leader.on_started_leading = ctl.start_workers
-            self.leader.on_stopped_leading = ctl.stop_workers
-            self.supervisor.spawn("leader-election", self.leader.run)
+        if self.leader is not None and self.leader.gate is not None:
+            self.leader.gate.set()
         else:
             self.controller.start_workers()
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect,

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from controller.fakeapi import FakeApi
+from controller.fakeapi import FakeApi, until
 
 from grouper.controller.leader import LeaderElector
 from grouper.kube.transport import KubeClient
@@ -79,5 +79,80 @@ async def test_a_standby_takes_over_a_released_lease_at_once(api: FakeApi) -> No
         tb.cancel()
         await asyncio.gather(tb, return_exceptions=True)
     finally:
+        await ca.close()
+        await cb.close()
+
+
+def _dead_holders_lease(api: FakeApi, duration: int) -> None:
+    """The lease as a crashed leader left it: held, never to be renewed again."""
+    api.rv += 1
+    api.leases["kai-pod-grouper"] = {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "kai-pod-grouper", "namespace": "kai-system", "resourceVersion": str(api.rv)},
+        "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": duration,
+                 "renewTime": "2026-12-05T00:00:00.000000Z", "leaseTransitions": 3},
+    }
+
+
+async def test_a_gated_candidate_starts_the_dead_holders_clock_but_takes_the_lease_only_through_the_gate(
+    api: FakeApi,
+) -> None:
+    """A restart after a crash: the lease's duration runs while the caches fill (the gate closed) — the
+    candidate leads as soon as the gate opens once the record stayed unchanged that long since it first
+    read it — and nothing is written to the lease before the gate opens."""
+    _dead_holders_lease(api, duration=1)
+    client = KubeClient(api.config(), qps=0)
+    le = LeaderElector(client, identity="new", lease_duration=1, renew_deadline=0.6, retry_period=0.1)
+    le.gate = asyncio.Event()
+    task = asyncio.create_task(le.run())
+    try:
+        started = time.monotonic()
+        await asyncio.sleep(1.5)  # the caches take longer than the lease's duration
+        assert not le.is_leader()
+        assert api.leases["kai-pod-grouper"]["spec"]["holderIdentity"] == "crashed", "not taken before the gate"
+        assert api.leases["kai-pod-grouper"]["metadata"]["resourceVersion"] == str(api.rv), "not even written"
+        opened = time.monotonic()
+        le.gate.set()
+        await until(le.is_leader, timeout=5)
+        # at once (a request or two), not a lease duration after the gate: its clock started at `started`
+        assert time.monotonic() - opened < 0.5, time.monotonic() - started
+        assert api.leases["kai-pod-grouper"]["spec"]["holderIdentity"] == "new"
+        assert api.leases["kai-pod-grouper"]["spec"]["leaseTransitions"] == 4
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
+async def test_a_gated_candidate_waits_out_a_live_holder_and_a_released_lease_only_for_its_gate(
+    api: FakeApi,
+) -> None:
+    """The gate never shortens a live holder's term (its renewals restart the clock), and a lease released
+    on a clean shutdown is taken the moment the gate opens, not a retry period later."""
+    ca, cb = KubeClient(api.config(), qps=0), KubeClient(api.config(), qps=0)
+    a = LeaderElector(ca, identity="a", lease_duration=1, renew_deadline=0.6, retry_period=0.1)
+    b = LeaderElector(cb, identity="b", lease_duration=1, renew_deadline=0.6, retry_period=0.1)
+    b.gate = asyncio.Event()
+    ta = asyncio.create_task(a.run())
+    tb = asyncio.create_task(b.run())
+    try:
+        await until(a.is_leader)
+        b.gate.set()
+        await asyncio.sleep(1.5)  # longer than the lease's duration: a renews, b must not take over
+        assert a.is_leader() and not b.is_leader()
+        b.gate.clear()
+        ta.cancel()
+        await asyncio.gather(ta, return_exceptions=True)
+        await a.release()
+        await asyncio.sleep(0.5)
+        assert not b.is_leader(), "a released lease is not taken before the gate opens"
+        opened = time.monotonic()
+        b.gate.set()
+        await until(b.is_leader, timeout=5)
+        assert time.monotonic() - opened < 0.5
+    finally:
+        for t in (ta, tb):
+            t.cancel()
+        await asyncio.gather(ta, tb, return_exceptions=True)
         await ca.close()
         await cb.close()

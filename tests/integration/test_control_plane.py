@@ -490,3 +490,14 @@ def test_admin_kubeconfig_works_with_kubernetes_client(cluster: LocalCluster, na
         assert "default" in [sa.metadata.name for sa in sas.items]
     finally:
         api_client.close()
+
+
+def test_cpu_seconds_of_a_component_grows_with_the_work_it_serves(cluster: LocalCluster, kube: Kube) -> None:
+    """What the cluster benchmark charges the API server for a restart's lists: its process's CPU time."""
+    before = cluster.cpu_seconds("kube-apiserver")
+    for _ in range(200):
+        kube.get("/api/v1/namespaces")
+    after = cluster.cpu_seconds("kube-apiserver")
+    assert 0 < before < after
+    with pytest.raises(RuntimeError, match="kube-nonexistent is not running"):
+        cluster.cpu_seconds("kube-nonexistent")
