@@ -193,10 +193,12 @@ class Controller:
             memo=self.memo,
             batch_window=settings.batch_window,
         )
-        # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions, leadership) may
-        # change any decision of the workloads it names; in the background lane, behind new pods
+        # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions) may change any
+        # decision of the workloads it names; a new leader only checks every workload (its kept decisions
+        # stand: the handlers invalidate them on every change, leader or not). In the background lane.
         self.resync = Resyncer(
-            self.index, self.handlers.recheck, reroute=self._reroute, debounce=settings.resync_debounce
+            self.index, self.handlers.recheck, reroute=self._reroute, check=self.handlers.check,
+            debounce=settings.resync_debounce,
         )
         self.karta_sync: KartaSync | None = None
         if definitions is not None:
@@ -211,6 +213,7 @@ class Controller:
         self.workers = WorkerPool(self.queue, self.reconciler, supervisor, settings.max_concurrent_reconciles)
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
+        self._warming = False
         self.started_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -267,8 +270,44 @@ class Controller:
     def start_workers(self) -> None:
         if self.workers.running:
             return
+        self._warming = False  # the warm-up ends after the workload it is deciding (see _warm_up)
         self.resync.now()  # a new leader checks every workload once (queued before the workers take any)
         self.workers.start()
+
+    def warm_up(self) -> None:
+        """Decide every workload once while this replica waits for the lease with complete caches, writing
+        nothing (:meth:`Reconciler.predecide`): a takeover — after a crash, once the dead holder's lease has
+        run out — then only compares the cluster with the kept decisions. Ends when this replica leads."""
+        if self.workers.running or self._warming:
+            return
+        self._warming = True
+        self._spawn(self._warm_up())
+
+    async def _warm_up(self) -> None:
+        t0, workloads, pods = time.monotonic(), 0, 0
+        while self._warming:  # again while a pass finds more: pods parked for their owner's kind come late
+            while self.handlers.routing() and self._warming:
+                await asyncio.sleep(0.05)
+            found = 0
+            for i, wl in enumerate(self.index.workloads()):
+                # Not cancelled when leading starts: a cancelled pass could stop an informer's start half-way.
+                # The workload being decided then may be reconciled meanwhile; both decide from the same caches.
+                if not self._warming:
+                    break
+                try:
+                    n = await self.reconciler.predecide(wl)
+                except Exception:
+                    log.exception("deciding %s ahead of leading failed: its first pass as leader decides it", wl,
+                                  extra={"workload": str(wl)})
+                    continue
+                found, workloads, pods = found + n, workloads + bool(n), pods + n
+                if i % 16 == 15:
+                    await asyncio.sleep(0)  # a native workload's decisions do not yield by themselves
+            if not found and not self.handlers.routing():
+                break
+        self._warming = False
+        log.info("decided %d pods of %d workloads ahead of leading in %.2fs", pods, workloads,
+                 time.monotonic() - t0, extra={"workloads": workloads, "pods": pods})
 
     async def stop_workers(self, *, drain: float = 0.0) -> None:
         """Stop the workers, then the pod patches their passes handed on (within the same ``drain``)."""

@@ -233,6 +233,10 @@ class EventHandlers:
                     out.append(pod)
         return out
 
+    def routing(self) -> bool:
+        """Whether pods wait for their owner kind's cache to be routed (after a start, most of them)."""
+        return bool(self._parked)
+
     def _park(self, gvk: GVK, pod: Obj) -> None:
         waiting = self._parked.get(gvk)
         if waiting is None:
@@ -298,6 +302,11 @@ class EventHandlers:
 
     def recheck(self, wl: WorkloadKey) -> None:
         self.changed(wl, background=True)
+
+    def check(self, wl: WorkloadKey) -> None:
+        """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: a memo is
+        exact until something its decisions read changes (which invalidates it), leader or not."""
+        self.queue.add(wl, background=True)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         if self.expectations.observe(PODGROUP_KIND, etype, pg):

@@ -342,6 +342,26 @@ class Reconciler:
             plan, terminal = full, len(terminal_pods)
         return await self._apply(wl, plan, terminal)
 
+    async def predecide(self, wl: WorkloadKey) -> int:
+        """Decide every live pod of ``wl`` and keep the decisions (memo and records), writing nothing: what a
+        replica does while it waits for the lease, so its first pass as leader only compares the cluster
+        with them. Every pod is left to look at (its mark is not confirmed), like a pass that wrote nothing.
+        The number of pods decided (0: nothing to keep — no pods, or the full path must handle it)."""
+        if self.memo.get(wl) is not None:
+            return 0
+        found = self._live_pods(wl)
+        if found is None:
+            return 0
+        pods, terminal = found
+        plan = await self._plan_full(wl, pods, terminal)
+        if isinstance(plan, Result) or plan.memo is None:
+            return 0
+        for _, d in plan.decided:
+            if d.outcome != "error":  # a failed one is decided again and reported by the leader's pass
+                self.store.record_decision(d, str(wl))
+        plan.memo.dirty.update(plan.pods)
+        return len(plan.decided)
+
     # ------------------------------------------------------------------ deciding: all pods, or what changed
 
     async def _plan_full(self, wl: WorkloadKey, pods: list[Obj], terminal: set[str]) -> _Plan | Result:

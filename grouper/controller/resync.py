@@ -26,11 +26,15 @@ class Resyncer:
         enqueue: Callable[[WorkloadKey], None],
         *,
         reroute: Callable[[Kinds], Iterable[None]] | None = None,
+        check: Callable[[WorkloadKey], None] | None = None,
         debounce: float = 0.5,
         chunk: int = 500,
     ) -> None:
+        """``enqueue`` queues a workload whose decisions a change may have made stale; ``check`` (default:
+        ``enqueue``) one only to be compared with the cluster (:meth:`now`)."""
         self.index = index
         self.enqueue = enqueue
+        self.check = check or enqueue
         self.reroute = reroute
         self.debounce = debounce
         self.chunk = chunk
@@ -51,18 +55,18 @@ class Resyncer:
             self._task = asyncio.get_running_loop().create_task(self._run(delay), name="resync")
 
     def now(self) -> None:
-        """Re-queue every workload (no re-routing: the handlers keep the index current): at once when
-        there are few, so each key is queued before the workers take any; else as a chunked pass."""
+        """Queue every workload to be checked (no re-routing: the handlers keep the index current): at once
+        when there are few, so each key is queued before the workers take any; else as a chunked pass."""
         workloads = self.index.workloads()
         if len(workloads) <= self.chunk:
             for wl in workloads:
-                self.enqueue(wl)
+                self.check(wl)
             return
         self._enqueue_task = asyncio.get_running_loop().create_task(self._enqueue(workloads), name="resync-all")
 
     async def _enqueue(self, workloads: list[WorkloadKey]) -> None:
         for i, wl in enumerate(workloads):
-            self.enqueue(wl)
+            self.check(wl)
             if i % self.chunk == self.chunk - 1:
                 await asyncio.sleep(0)
 

@@ -178,6 +178,8 @@ class Service:
         if s.webhook_bind_address:
             await self._start_webhook()
         if self.leader is not None and self.leader.gate is not None:
+            if self.leader.holder not in ("", self.identity):
+                self.controller.warm_up()  # another holds the lease: decide while it runs out or is released
             self.leader.gate.set()
         else:
             self.controller.start_workers()

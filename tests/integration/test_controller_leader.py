@@ -5,9 +5,10 @@ stops renewing); a leader that loses the lease stops writing at once."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
-from controller.harness import GrouperThread, annotated, job, label_namespace
+from controller.harness import GrouperThread, annotated, job, label_namespace, pod_groups, pods
 from kube import Kube, wait_until
 
 from grouper.controller.cache import POD
@@ -33,6 +34,9 @@ def test_only_the_leader_writes_and_the_standby_takes_over(cluster: Any, kube: K
 
         kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("first", 2))
         wait_until(lambda: annotated(kube, ns, 2, "job-name=first"), 30, what="first Job grouped")
+        # a write is counted once its answer is read: the test's own read of the pods can come first
+        wait_until(lambda: a.writes() >= 3, 5, what="the leader's 3 writes counted")
+        a.wait_idle()
         assert a.writes() == 3 and b.writes() == 0
         assert len(b.controller.cache.informer(POD).list(ns)) == 2, "the standby's pod cache is warm"
         assert a.metrics.value("podgrouper_leader") == 1 and b.metrics.value("podgrouper_leader") == 0
@@ -68,3 +72,49 @@ def test_only_the_leader_writes_and_the_standby_takes_over(cluster: Any, kube: K
         b.stop()
     # b's clean stop released the lease
     assert lease(kube, ns, lease_name)["spec"].get("holderIdentity", "") == ""
+
+
+def test_a_replica_waiting_out_a_crashed_leaders_lease_decides_meanwhile_and_then_only_writes(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """After a crash the lease stays held for its duration. The new replica campaigns from its start and,
+    its caches complete, decides every workload while it waits — writing nothing — so its first pass as
+    leader decides nothing again: it creates the missing PodGroup and marks the pods from the kept
+    decisions."""
+    ns = namespace
+    label_namespace(kube, ns)
+    lease_name = f"grouper-{ns}"
+    kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": lease_name},
+        "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": 15,
+                 "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "leaseTransitions": 2},
+    })
+    # pods the crashed leader never grouped
+    kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("orphaned", 3))
+    wait_until(lambda: len(pods(kube, ns, "job-name=orphaned")) == 3, 30, what="the Job's 3 pods")
+    opts = {"leader_elect": True, "leader_election_namespace": ns, "leader_election_id": lease_name}
+    b = GrouperThread(cluster, ns, identity="successor", **opts).start()
+    try:
+        full = {"path": "full"}
+        wait_until(lambda: b.metrics.value("podgrouper_pod_decisions_total", full) == 3, 10,
+                   what="the 3 pods decided while waiting for the lease")
+        assert not b.service.leader.is_leader() and not b.controller.workers_running
+        assert b.writes() == 0 and lease(kube, ns, lease_name)["spec"]["holderIdentity"] == "crashed"
+        pg_name = ""
+        for p in pods(kube, ns, "job-name=orphaned"):
+            rec = b.store.pod(ns, p["metadata"]["name"])
+            assert rec is not None and rec["outcome"] == "grouped", rec  # /podgroups explains them already
+            pg_name = rec["podGroup"]
+        assert not pod_groups(kube, ns) and annotated(kube, ns, 3, "job-name=orphaned") is None
+
+        wait_until(lambda: b.service.leader.is_leader(), 25, what="the successor leads once the lease ran out")
+        wait_until(lambda: annotated(kube, ns, 3, "job-name=orphaned"), 30, what="the pods marked")
+        wait_until(lambda: b.writes() >= 4, 5, what="the successor's writes counted")
+        b.wait_idle()
+        assert list(pod_groups(kube, ns)) == [pg_name]
+        assert b.metrics.value("podgrouper_pod_decisions_total", full) == 3, "nothing decided twice"
+        assert b.metrics.value("podgrouper_pod_decisions_total", {"path": "incremental"}) == 0
+        assert b.writes() == 4, "1 PodGroup + 3 pod patches, exactly"
+        assert lease(kube, ns, lease_name)["spec"]["holderIdentity"] == "successor"
+    finally:
+        b.stop()
