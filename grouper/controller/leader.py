@@ -108,16 +108,22 @@ class LeaderElector:
     async def _observe(self) -> None:
         """Read the lease without taking it: a record first seen now is free once it stays unchanged for
         its duration, however long this replica still needs before it may lead."""
-        attempt_at = time.monotonic()
+        with contextlib.suppress(ApiError):
+            await self._read(time.monotonic())
+
+    async def _read(self, attempt_at: float) -> dict[str, Any]:
+        """GET the lease and note when its record changed as this replica saw it (client-go's clock: no
+        trust in the holder's timestamps). Raises ApiError (a not-found one quietly)."""
         try:
             lease = await self.client.get(LEASE.path(self.namespace, self.name))
         except ApiError as e:
             if not e.not_found:
                 log.warning("cannot read lease %s/%s: %s", self.namespace, self.name, e)
-            return
+            raise
         spec = lease.get("spec") or {}
         if spec != self._observed:
             self._observed, self._observed_at = spec, attempt_at
+        return lease
 
     async def _renew_until_lost(self) -> None:
         while True:
@@ -166,10 +172,9 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> bool:
         attempt_at = time.monotonic()
         try:
-            lease = await self.client.get(LEASE.path(self.namespace, self.name))
+            lease = await self._read(attempt_at)
         except ApiError as e:
             if not e.not_found:
-                log.warning("cannot read lease %s/%s: %s", self.namespace, self.name, e)
                 return False
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -186,8 +191,6 @@ class LeaderElector:
             self._last_renew = attempt_at
             return True
         spec = lease.get("spec") or {}
-        if spec != self._observed:
-            self._observed, self._observed_at = spec, attempt_at
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if holder and holder != self.identity and attempt_at < self._observed_at + duration:
