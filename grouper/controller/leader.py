@@ -8,10 +8,11 @@
   for ``renew_deadline`` — before any other candidate may take over (15 s) — so writes stop in time even
   when the API server is unreachable.
 - On clean shutdown the lease is released (holder cleared, duration 1 s) so a standby takes over at once.
-- ``gate``: an event set once this replica can lead (the service sets it when its caches are complete).
-  Until then the candidate only *reads* the lease every retry period: a replica that cannot sync never
-  holds it, yet the clock of a dead holder's record starts at process start — after a crash the lease's
-  15 s run while the caches fill instead of after them.
+- ``gate``: an event, open unless the caller closes it until this replica can lead (the service closes it
+  at start and opens it when its caches are complete). While it is closed the candidate only *reads* the
+  lease every retry period: a replica that cannot sync never holds it, yet the clock of a dead holder's
+  record starts at process start — after a crash the lease's 15 s run while the caches fill instead of
+  after them.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class LeaderElector:
         self._observed_at = 0.0
         self._rv = ""
         self.transitions = 0  # times this instance became leader
-        self.gate: asyncio.Event | None = None  # campaign only once set (module docstring)
+        self.gate = asyncio.Event()  # campaign only while set (module docstring); open unless a caller closes it
+        self.gate.set()
 
     def is_leader(self) -> bool:
         return self._leading and not self._taken and time.monotonic() - self._last_renew < self.renew_deadline
@@ -94,11 +96,10 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while True:
-            gate = self.gate
-            if gate is not None and not gate.is_set():
+            if not self.gate.is_set():
                 await self._observe()
                 with contextlib.suppress(TimeoutError):  # wake at once when the gate opens
-                    await asyncio.wait_for(gate.wait(), self.retry_period)
+                    await asyncio.wait_for(self.gate.wait(), self.retry_period)
                 continue
             if await self._try_acquire_or_renew():
                 log.info("acquired lease %s/%s", self.namespace, self.name, extra={"identity": self.identity})

@@ -162,7 +162,7 @@ class Service:
             # Campaign from the start, but take the lease only with complete caches (the gate): after a
             # crash the old holder's lease expires while the caches fill, not after them.
             ctl = self.controller
-            self.leader.gate = asyncio.Event()
+            self.leader.gate.clear()
             self.leader.on_started_leading = ctl.start_workers
             self.leader.on_stopped_leading = ctl.stop_workers
             self.supervisor.spawn("leader-election", self.leader.run)
@@ -177,7 +177,7 @@ class Service:
         self.state.controller = self.controller
         if s.webhook_bind_address:
             await self._start_webhook()
-        if self.leader is not None and self.leader.gate is not None:
+        if self.leader is not None:
             if self.leader.holder not in ("", self.identity):
                 self.controller.warm_up()  # another holds the lease: decide while it runs out or is released
             self.leader.gate.set()

@@ -103,7 +103,7 @@ async def test_a_gated_candidate_starts_the_dead_holders_clock_but_takes_the_lea
     _dead_holders_lease(api, duration=2)
     client = KubeClient(api.config(), qps=0)
     le = LeaderElector(client, identity="new", lease_duration=2, renew_deadline=1.2, retry_period=0.1)
-    le.gate = asyncio.Event()
+    le.gate.clear()
     task = asyncio.create_task(le.run())
     try:
         started = time.monotonic()
@@ -132,7 +132,7 @@ async def test_a_gated_candidate_waits_out_a_live_holder_and_a_released_lease_on
     ca, cb = KubeClient(api.config(), qps=0), KubeClient(api.config(), qps=0)
     a = LeaderElector(ca, identity="a", lease_duration=1, renew_deadline=0.6, retry_period=0.1)
     b = LeaderElector(cb, identity="b", lease_duration=1, renew_deadline=0.6, retry_period=0.1)
-    b.gate = asyncio.Event()
+    b.gate.clear()
     ta = asyncio.create_task(a.run())
     tb = asyncio.create_task(b.run())
     try:
