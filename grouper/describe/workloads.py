@@ -130,8 +130,11 @@ def summary_without_definition(workload: Obj, pods: Iterable[Obj], phase: str | 
 
 
 def is_top_level(obj: Obj) -> bool:
-    """Not controlled by another object (a JobSet's Jobs and a Deployment's pods are not workloads)."""
-    return not any(isinstance(r, dict) and r.get("controller") for r in owner_references(obj))
+    """Owned by nothing: the object the owner walk ends at (a JobSet's Jobs and a Deployment's pods are
+    not workloads). The walk (``grouper.core.owner_chain``) follows the controlling reference, else the first
+    one, so an object with only non-controller references (a pod adopted by a plain reference) is part of
+    its owner's workload, never a workload row of its own."""
+    return not any(isinstance(r, dict) for r in owner_references(obj))
 
 
 def list_workloads(

@@ -71,3 +71,15 @@ def test_table_layout() -> None:
         ["ml-team", "trainer", "JobSet", "Running", "leader(1), worker(4)", "4", "5m"],
     ]
     assert not text.endswith("\n")
+
+
+def test_a_pod_owned_by_a_non_controller_reference_is_part_of_its_owner_not_a_row() -> None:
+    """The owner walk follows the first reference when none controls, so the pod belongs to the JobSet's
+    workload; listing it as a bare-pod row too showed one pod as two workloads (hostile testing)."""
+    candidates, pods, owners = docs("jobset/running.yaml", "pod/running.yaml")
+    js = next(o for o in owners if o["kind"] == "JobSet")
+    adopted = copy.deepcopy(next(p for p in pods if p["metadata"]["name"] == "debug-shell"))
+    adopted["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                               "name": js["metadata"]["name"], "uid": js["metadata"]["uid"]}]
+    items = list_workloads([*owners, adopted], [adopted], owners, definitions)
+    assert {(i.kind, i.name) for i in items} == {("JobSet", "trainer")}
