@@ -1,6 +1,6 @@
 """podman on this kind of machine: which packages, which flags, and a base image made from Debian packages.
 
-Facts this relies on (measured, see the README's *Deploying* section):
+Facts this relies on (measured, see docs/operations.md, *The image*):
 
 - podman, runc and mmdebstrap come from Debian's packages (``apt-get install``, as root: CI runs as root);
   they are installed only when missing.

@@ -6,7 +6,7 @@
 - the bearer token is checked with a **TokenReview** (``authentication.k8s.io/v1``): missing or invalid
   token → 401;
 - each request is authorized with a **SubjectAccessReview** (``authorization.k8s.io/v1``) for the user the
-  review returned, on the Kubernetes resource the endpoint shows (see the table in the README): e.g.
+  review returned, on the Kubernetes resource the endpoint shows (see the table in docs/operations.md): e.g.
   ``/pods/{ns}/{name}`` needs ``get pods`` in ``ns``, ``/metrics`` the non-resource URL ``get /metrics``;
   denied → 403 naming the verb, resource and namespace;
 - list endpoints filter: a caller allowed to ``list podgroups`` cluster-wide sees everything, any other

@@ -131,7 +131,7 @@ def test_flags_have_kai_defaults() -> None:
         "kai.scheduler/queue",
         "kai.scheduler/node-pool",
     )
-    # deliberate difference (README): no client-side limit, 32 workers; KAI's flags still set them
+    # deliberate difference (docs/compatibility.md): no client-side limit, 32 workers; KAI's flags still set them
     assert (s.qps, s.burst, s.max_concurrent_reconciles) == (0.0, 300, 32)
     kai = parse(["--qps", "50", "--burst", "300", "--max-concurrent-reconciles", "10"])
     assert (kai.qps, kai.burst, kai.max_concurrent_reconciles) == (50.0, 300, 10)
