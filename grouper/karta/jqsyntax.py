@@ -451,12 +451,18 @@ class _Parser:
             tok = self.take()
             return _n("neg", "", self.unary(), pos=tok.pos)
         if self.at_kw("try"):
+            # jq: `try` and `catch` take a post-term each and the whole try/catch is a term, so a
+            # following `as` binds it: `try .a catch . as $x | .` is `(try .a catch .) as $x | .`
             tok = self.take()
-            body = self.postfix(allow_bind=True)
-            node = _n("try", "", body, pos=tok.pos)
+            node = _n("try", "", self.postfix(), pos=tok.pos)
             if self.at_kw("catch"):
                 self.take()
-                node.children.append(self.postfix(allow_bind=True))
+                node.children.append(self.postfix())
+            if self.at_kw("as"):
+                self.take()
+                pats = self.patterns()
+                self.expect_op("|")
+                return _n("bind", "", node, pats, self.pipe())
             return node
         if self.at_kw("def"):
             # jq 1.7 accepts a def at the start of most sub-expressions

@@ -161,6 +161,12 @@ def test_too_deep_or_too_long_is_unanalysable_not_a_crash() -> None:
         (".[]", None),
         ("def f: .spec; f", None),
         ("..", None),
+        # jq binds `as` to the whole try/catch term: the body `.` is the whole input (found by
+        # test_properties.test_projection_is_sound: the projection to {a} gave a different result)
+        ("(try .a catch . as $x | .)", None),
+        ("try .a as $x | .", None),
+        ("try .a as $x | $x", {"a"}),
+        ("try .a catch .b", {"a"}),  # the catch body's input is the error, not the root
     ],
 )
 def test_root_fields(expr: str, fields: set[str] | None) -> None:
