@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from devtools.cluster import pki
+from grouper.runtime.service import Service
+from grouper.runtime.settings import RunSettings
 from grouper.webhook.admission import Admission
 from grouper.webhook.limits import MAX_BODY_BYTES, MAX_DEPTH, TooDeep, check_depth
 from grouper.webhook.server import MUTATE_PATH, WebhookServer, check_client_auth, create_app
@@ -118,6 +120,13 @@ def test_without_a_client_ca_the_webhook_must_be_allowed_to_serve_anyone() -> No
         check_client_auth("", False)
     check_client_auth("", True)
     check_client_auth("/ca.crt", False)
+
+
+def test_the_grouper_refuses_to_start_a_webhook_nobody_authenticates() -> None:
+    """Before it connects anywhere or fills a cache: the error names both flags."""
+    settings = RunSettings(webhook_bind_address="127.0.0.1:0", webhook_cert_file="c", webhook_key_file="k")
+    with pytest.raises(ValueError, match=r"--webhook-client-ca .* or --webhook-allow-unauthenticated=true"):
+        asyncio.run(Service(settings).start())
 
 
 # ---------------------------------------------------------------- the real TLS server
