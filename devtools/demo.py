@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--webhook-bind-address=127.0.0.1:{webhook_port}",
                 f"--webhook-cert-file={cert}",
                 f"--webhook-key-file={key}",
+                f"--webhook-client-ca={cluster.webhook_client_ca}",  # only the API server may call it
             ]
         with open(log_path, "wb") as log:
             grouper = subprocess.Popen(

@@ -9,6 +9,8 @@ Pending). Opt in per test to a real kube-scheduler and simulated nodes (kwok)::
 ``workload_api`` (default: on with ``scheduler``) turns on the Workload API and gang scheduling
 (:mod:`devtools.cluster.gang`: feature gates on the API server, controller manager and scheduler, and
 ``scheduling.k8s.io/v1beta1`` + ``v1alpha3`` in ``--runtime-config``).
+The API server presents a client certificate to every admission webhook (``--admission-control-config-file``);
+a webhook that requires one signed by :attr:`LocalCluster.webhook_client_ca` accepts it and nobody else.
 Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
 ports; :meth:`LocalCluster.stop` stops the controller manager, then the API server, then etcd, and
 removes the directory.
@@ -214,6 +216,7 @@ class LocalCluster:
         self.data_dir: Path | None = None
         self.server = ""
         self.ca_file = ""
+        self.webhook_client_ca = ""  # CA of the client certificate the API server presents to webhooks
         self.pki: pki.Pki | None = None
         self.admin_token = ""
         self.kubeconfig_path = ""
@@ -305,6 +308,7 @@ class LocalCluster:
         (d / "tokens.csv").write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
         (d / "tokens.csv").chmod(0o600)
         self.kubeconfig_path = str(self.write_kubeconfig(d / "admin.kubeconfig", token=self.admin_token))
+        admission_config = self._webhook_client_config(d)
 
         # etcd
         self._spawn(
@@ -331,6 +335,7 @@ class LocalCluster:
             f"--tls-private-key-file={certs.serving_key}",
             f"--client-ca-file={certs.ca_cert}",
             f"--token-auth-file={d / 'tokens.csv'}",
+            f"--admission-control-config-file={admission_config}",
             "--authorization-mode=RBAC",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={certs.sa_pub}",
@@ -385,6 +390,31 @@ class LocalCluster:
         if self._initial_nodes:
             self.add_nodes(self._initial_nodes, gpus=self._node_gpus)
             phase("nodes")
+
+    def _webhook_client_config(self, d: Path) -> Path:
+        """The API server presents a client certificate (of a CA of its own, :attr:`webhook_client_ca`) to
+        every admission webhook: an AdmissionConfiguration whose kubeconfig gives it for any host ("*")."""
+        ca, cert, key = pki.webhook_client(d / "pki")
+        self.webhook_client_ca = str(ca)
+        users = [{"name": "*", "user": {"client-certificate": str(cert), "client-key": str(key)}}]
+        kubeconfig = d / "admission-webhooks.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "users": users}))
+        plugin = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "WebhookAdmissionConfiguration",
+            "kubeConfigFile": str(kubeconfig),
+        }
+        plugins = [
+            {"name": name, "configuration": plugin}
+            for name in ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook")
+        ]
+        config = d / "admission.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration", "plugins": plugins}
+            )
+        )
+        return config
 
     def _workload_flags(self, *, runtime_config: bool = False) -> list[str]:
         if not self.workload_api:

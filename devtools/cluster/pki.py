@@ -3,7 +3,9 @@
 - a CA (EC P-256, 10 years),
 - a serving certificate for the API server signed by that CA, valid for 127.0.0.1 / localhost and the
   in-cluster names of the ``kubernetes`` Service,
-- the service-account RSA key pair (``--service-account-signing-key-file`` / ``--service-account-key-file``).
+- the service-account RSA key pair (``--service-account-signing-key-file`` / ``--service-account-key-file``),
+- a CA of its own for admission webhook clients and the client certificate the API server presents to
+  webhooks (:func:`webhook_client`): a webhook trusting that CA accepts the API server and nobody else.
 """
 
 from __future__ import annotations
@@ -130,3 +132,37 @@ def issue_serving_cert(
     )  # fmt: skip
     (d / f"{name}.key").chmod(0o600)
     return d / f"{name}.crt", d / f"{name}.key"
+
+
+def webhook_client(directory: Path, days: int = 3650) -> tuple[Path, Path, Path]:
+    """A CA that signs only the API server's webhook client certificate, and that certificate: returns
+    (CA certificate, client certificate, client key) paths. A CA of its own, not the cluster's: the cluster
+    CA signs every user's and kubelet's client certificate, and none of them should pass as the API server."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(
+        "req", "-x509", *ec, "-keyout", "webhook-client-ca.key", "-out", "webhook-client-ca.crt",
+        "-days", str(days), "-subj", "/CN=devcluster-webhook-client-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=d,
+    )  # fmt: skip
+    _openssl(
+        "req", *ec, "-keyout", "webhook-client.key", "-out", "webhook-client.csr",
+        "-subj", "/CN=kube-apiserver-webhook-client", cwd=d,
+    )  # fmt: skip
+    (d / "webhook-client.ext").write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=clientAuth\n"
+    )
+    _openssl(
+        "x509", "-req", "-in", "webhook-client.csr", "-CA", "webhook-client-ca.crt",
+        "-CAkey", "webhook-client-ca.key", "-CAcreateserial", "-out", "webhook-client.crt",
+        "-days", str(days), "-extfile", "webhook-client.ext",
+        cwd=d,
+    )  # fmt: skip
+    for key in ("webhook-client-ca.key", "webhook-client.key"):
+        (d / key).chmod(0o600)
+    return d / "webhook-client-ca.crt", d / "webhook-client.crt", d / "webhook-client.key"

@@ -44,7 +44,7 @@ from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.settings import RunSettings, kinds_of
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
-from grouper.webhook.server import WebhookServer
+from grouper.webhook.server import WebhookServer, check_client_auth
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,8 @@ class Service:
 
     async def start(self) -> None:
         s = self.settings
+        if s.webhook_bind_address:  # a webhook nobody may call fails now, not after the caches filled
+            check_client_auth(s.webhook_client_ca, s.webhook_allow_unauthenticated)
         tune_collector()  # before the first LIST: its decoding must not run full collections
         await self._start_http()
         cfg = self.config or cluster_config(s)
@@ -194,7 +196,14 @@ class Service:
         for gvk in PREWARMED_OWNER_KINDS:
             await self.controller.cache.ensure(gvk)
         self.admission = Admission(controller_decider(self.controller), backend=s.backend)
-        self.webhook = WebhookServer(self.admission, s.webhook_bind_address, s.webhook_cert_file, s.webhook_key_file)
+        self.webhook = WebhookServer(
+            self.admission,
+            s.webhook_bind_address,
+            s.webhook_cert_file,
+            s.webhook_key_file,
+            client_ca=s.webhook_client_ca,
+            allow_unauthenticated=s.webhook_allow_unauthenticated,
+        )
         await self.webhook.start()
         self.supervisor.spawn("webhook", self._watch_webhook)
 

@@ -176,6 +176,8 @@ class RunSettings:
     webhook_bind_address: str = ""
     webhook_cert_file: str = ""
     webhook_key_file: str = ""
+    webhook_client_ca: str = ""
+    webhook_allow_unauthenticated: bool = False
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -269,6 +271,16 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     ),
     "webhook-cert-file": (str, "TLS certificate of the webhook server (PEM)"),
     "webhook-key-file": (str, "TLS private key of the webhook server (PEM)"),
+    "webhook-client-ca": (
+        str,
+        "CA (PEM) that signs the API server's webhook client certificate: the webhook then requires one "
+        "(mTLS) and nobody else can call it; use a CA of its own, not the cluster's",
+    ),
+    "webhook-allow-unauthenticated": (
+        parse_bool,
+        "serve the webhook without --webhook-client-ca, answering anyone who reaches its port (only for "
+        "an API server that cannot present a client certificate; restrict the port to it)",
+    ),
     "extra-owner-kinds": (
         parse_kinds,
         "owner kinds to follow besides the native plugins' and the Karta definitions', "

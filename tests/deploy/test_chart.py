@@ -141,7 +141,8 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "httpAuthAudiences": "kai-pod-grouper", "httpAuthTokenFile": "/tok", "logLevel": "debug",
         "logFormat": "text", "shutdownDrainSeconds": 2.5, "batchWindowSeconds": 0.05, "watchList": False, "eventLoop": "asyncio", "identity": "me", "extraOwnerKinds": "Foo.example.com",
         "backend": "upstream", "webhookBindAddress": "0.0.0.0:9443", "webhookCertFile": "/certs/tls.crt",
-        "webhookKeyFile": "/certs/tls.key",
+        "webhookKeyFile": "/certs/tls.key", "webhookClientCa": "/certs/client-ca.crt",
+        "webhookAllowUnauthenticated": True,
     }
     assert set(values) == {camel(f) for f in FLAGS}
     objs = objects(chart.template({"args": values, "replicas": 1}))

@@ -4,8 +4,12 @@ still created and the reconciler groups them, one patch per pod. Prints pod patc
 
 from __future__ import annotations
 
+import json
+import socket
+import ssl
 from typing import Any
 
+import pytest
 from controller.harness import ANNOTATION, annotated, job, label_namespace
 from kube import Kube, wait_until
 from webhooks import ADMISSION, grouper_with_webhook, webhook_configuration
@@ -70,3 +74,32 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_only_the_api_server_may_call_the_webhook(sched_cluster: LocalCluster, skube: Kube, sns: str) -> None:
+    """The API server presents its webhook client certificate (the cluster's admission configuration) and
+    is answered; a client without it (none, or one of the cluster's own CA) is refused at the handshake."""
+    label_namespace(skube, sns)
+    with grouper_with_webhook(sched_cluster, skube, sns) as g:
+        assert g.service.webhook is not None and g.service.admission is not None
+        skube.create(f"/api/v1/namespaces/{sns}/pods", _bare_pod("solo"))
+        assert g.service.admission.admitted >= 1  # the API server's call came through (Ignore would hide a refusal)
+        other_cert, other_key = sched_cluster.serving_cert(f"someone-{sns}")
+        for client in (None, (other_cert, other_key)):
+            ctx = ssl.create_default_context(cafile=sched_cluster.ca_file)
+            if client is not None:
+                ctx.load_cert_chain(str(client[0]), str(client[1]))
+            review = json.dumps({"request": {"uid": "u", "operation": "CREATE", "object": _bare_pod("x")}})
+            request = (
+                f"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Length: {len(review)}\r\n\r\n{review}".encode()
+            )
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                raw = socket.create_connection(("127.0.0.1", g.service.webhook.port), timeout=30)
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    s.sendall(request)
+                    if not s.recv(4096):
+                        raise ConnectionError("closed without an answer")
+
+
+def _bare_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}

@@ -61,7 +61,7 @@ def grouper_with_webhook(
         webhook_bind_address="127.0.0.1:0",
         webhook_cert_file=str(cert),
         webhook_key_file=str(key),
-        **settings,
+        **{"webhook_client_ca": cluster.webhook_client_ca, **settings},
     ) as g:
         assert g.service.webhook is not None
         name = f"grouper-{namespace}"
