@@ -398,8 +398,11 @@ def _namespaces(state: StateReader, matches: list[tuple[dict[str, Any], Obj, lis
     """Namespaces a cluster-wide list would show: of the matching PodGroups and of failing pods."""
     out = {str(rec.get("namespace") or "") for rec, _, _ in matches}
     for r in state.decision_source().failing_pods(None):  # indexed: not every pod record of the cluster
-        if r.get("outcome") == "error":
+        if r.get("outcome") in ("error", "failed"):
             out.add(str((r.get("pod") or {}).get("namespace") or ""))
+    for rec in state.decision_source().pod_groups(None):  # and of PodGroups whose write failed
+        if not rec.get("ok", True):
+            out.add(str(rec.get("namespace") or ""))
     return out - {""}
 
 

@@ -97,7 +97,8 @@ class PodGroupList(_Model):
     errors: list[WorkloadError] = Field(
         default_factory=list,
         description="Workloads that failed to group and have no PodGroup among the items of this query (on any "
-        "page). Only the namespace and kind filters apply to them (plugin, queue and labelSelector describe a "
+        "page), and workloads a PodGroup or pod write of which the API server refused (a PodGroup never written "
+        "is not among the items). Only the namespace and kind filters apply to them (plugin, queue and labelSelector describe a "
         f"PodGroup they lack). Not paginated: the same on every page, sorted by namespace, kind and name, at most "
         f"{ERRORS_LIMIT} entries.",
     )
@@ -168,7 +169,10 @@ class PodDecision(_Model):
     """One pod's decision record (``Decision.to_record()``) as the controller last made it."""
 
     pod: PodRef
-    outcome: Literal["grouped", "skipped", "error"] | None
+    outcome: Literal["grouped", "skipped", "error", "failed"] | None = Field(
+        description="failed: grouped as decided, but the API server refused the PodGroup write or the pod's "
+        "patch (lastError has its message)"
+    )
     reason: str
     message: str
     podGroup: str | None

@@ -38,6 +38,7 @@ from grouper.api.models import (
 )
 from grouper.api.selectors import Selector
 from grouper.api.state import ObjectSource, StateReader, safe_get
+from grouper.controller.decisions import POD_GROUP_NOT_WRITTEN
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
@@ -300,12 +301,16 @@ class Views:
 
     def matching_podgroups(self, f: ListFilters) -> list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]:
         """(record, desired object, pod records) of every managed PodGroup matching ``f``, by (namespace, name).
+        A PodGroup that was never written (its create refused) is not listed: it does not exist; its
+        workload is among :meth:`workload_errors`.
 
         Cheap: no Karta evaluation, so pagination can cut before :meth:`summary` does the expensive part.
         """
         decisions = self.state.decision_source()
         out = []
         for rec in decisions.pod_groups(f.namespace):
+            if not rec.get("stored", True):
+                continue
             ns, name = str(rec.get("namespace") or ""), str(rec.get("name") or "")
             desired = _desired(rec)
             pod_recs = decisions.pods_of_group(ns, name)
@@ -324,15 +329,34 @@ class Views:
         return out
 
     def workload_errors(self, f: ListFilters, listed: Iterable[dict[str, Any]]) -> list[WorkloadError]:
-        """Workloads whose latest pod decisions failed and that own none of the ``listed`` PodGroup records.
+        """Workloads whose latest pod decisions failed and that own none of the ``listed`` PodGroup records,
+        and workloads a write of which the API server refused (a PodGroup, listed or not, or a pod's mark).
 
         Only ``f.namespace`` and ``f.kind`` apply. Pods without a top owner (their owner chain could not be
         resolved) are their own workload, kind Pod. Sorted by namespace, kind, name; at most ``ERRORS_LIMIT``.
         """
         covered = {str(r.get("workload") or "") for r in listed} - {""}
         failing: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-        for r in self.state.decision_source().failing_pods(f.namespace):
-            if r.get("outcome") != "error" or str(r.get("workload") or "") in covered:
+        decisions = self.state.decision_source()
+        for rec in decisions.pod_groups(f.namespace):
+            if rec.get("ok", True):
+                continue
+            ns = str(rec.get("namespace") or "")
+            refs = o.owner_references(_desired(rec))
+            owner = refs[0] if refs else {}
+            if f.kind and not kind_matches(f.kind, str(owner.get("apiVersion") or ""), str(owner.get("kind") or "")):
+                continue
+            key = (ns, str(owner.get("kind") or ""), str(owner.get("name") or ""), str(owner.get("apiVersion") or ""))
+            for pod in rec.get("pods") or []:  # each pod of it, as the pods' records show it
+                failing.setdefault(key, []).append({
+                    "pod": {"namespace": ns, "name": pod}, "reason": POD_GROUP_NOT_WRITTEN,
+                    "message": rec.get("lastError"), "lastErrorTime": rec.get("lastErrorTime"),
+                })
+        for r in decisions.failing_pods(f.namespace):
+            written = r.get("outcome") == "failed"  # a refused write: listed whatever else is
+            if r.get("outcome") != "error" and not written:
+                continue
+            if not written and str(r.get("workload") or "") in covered:
                 continue
             pod = r.get("pod") or {}
             top = r.get("topOwner")
@@ -347,7 +371,7 @@ class Views:
         for (ns, kind, name, api_version), recs in sorted(failing.items())[:ERRORS_LIMIT]:
             newest = max(recs, key=lambda r: (str(r.get("lastErrorTime") or r.get("decidedAt") or ""),
                                               str((r.get("pod") or {}).get("name") or "")))
-            pods = sorted(str((r.get("pod") or {}).get("name") or "") for r in recs)
+            pods = sorted({str((r.get("pod") or {}).get("name") or "") for r in recs})
             out.append(WorkloadError(
                 workload=WorkloadRef(apiVersion=api_version, kind=kind, name=name),
                 namespace=ns,
@@ -450,14 +474,14 @@ class Views:
             notes += self.unused_definition_notes(str(top.get("apiVersion") or ""), str(top["kind"]), rec["plugin"])
         error = None
         if rec.get("lastError"):
-            reason = str(rec.get("reason") or "PodError") if rec.get("outcome") == "error" else "PodError"
+            reason = str(rec.get("reason") or "PodError") if rec.get("outcome") in ("error", "failed") else "PodError"
             error = LastError(reason=reason, message=str(rec["lastError"]), time=rec.get("lastErrorTime"))
         patched = rec.get("patched")
         outcome = rec.get("outcome")
         return PodDecision(
             pod=PodRef(namespace=str(pod_ref.get("namespace") or namespace), name=str(pod_ref.get("name") or name),
                        uid=pod_ref.get("uid")),
-            outcome=outcome if outcome in ("grouped", "skipped", "error") else None,
+            outcome=outcome if outcome in ("grouped", "skipped", "error", "failed") else None,
             reason=str(rec.get("reason") or ""),
             message=str(rec.get("message") or ""),
             podGroup=rec.get("podGroup"),
@@ -485,7 +509,7 @@ class Views:
         for r in pod_recs:
             if r.get("lastError"):
                 pod = (r.get("pod") or {}).get("name", "")
-                reason = str(r.get("reason") or "PodError") if r.get("outcome") == "error" else "PodError"
+                reason = str(r.get("reason") or "PodError") if r.get("outcome") in ("error", "failed") else "PodError"
                 candidates.append((str(r.get("lastErrorTime") or ""), reason, f"pod {pod}: {r['lastError']}"))
         if not candidates:
             return None

@@ -71,6 +71,9 @@ def _clock() -> float:
 
 
 PodKey = tuple[str, str]
+PATCH_FAILED = "failed"  # a pod record's patch result when the API server refused the patch
+POD_GROUP_NOT_WRITTEN = "PodGroupNotWritten"  # the reason of a grouped pod whose PodGroup write failed
+POD_NOT_MARKED = "PodNotMarked"  # the reason of a grouped pod whose patch failed
 Record = dict[str, Any]
 _SharedKey = tuple[Any, ...]
 _HOLE = "\x00"  # stands for the top owner's "Kind namespace/name" in shared provenance texts
@@ -244,7 +247,9 @@ class _PodRecord:
             setattr(new, slot, getattr(self, slot))
         return new
 
-    def render(self, namespace: str, name: str) -> Record:
+    def render(self, namespace: str, name: str, failure: _PodGroupRecord | None = None) -> Record:
+        """``failure``: the record of this pod's PodGroup when its last write failed: then the pod is not
+        grouped, whatever was decided, and says so (``outcome: failed``, the API server's message)."""
         patched = None if self.patched is None else {"result": self.patched, "at": _render_time(self.patched_at)}
         if self.shared is None:  # an error recorded before any decision
             out: Record = {"pod": {"namespace": namespace, "name": name}}
@@ -253,18 +258,27 @@ class _PodRecord:
             if self.patched is not None:
                 out["patched"] = patched
             return out
+        outcome, reason = self.outcome, self.reason
+        message = _message(self.message, self.pod_group, self.sub_group)
+        last_error, error_at = self.last_error, self.error_at
+        if outcome == "grouped" and failure is not None and failure.last_error:
+            outcome, reason, message = "failed", POD_GROUP_NOT_WRITTEN, failure.last_error
+            if error_at is None or (failure.error_at or 0.0) >= error_at:  # the newer error is the last one
+                last_error, error_at = failure.last_error, failure.error_at
+        elif outcome == "grouped" and self.patched == PATCH_FAILED:
+            outcome, reason, message = "failed", POD_NOT_MARKED, self.last_error or "patch failed"
         return {
             "pod": {"namespace": namespace, "name": name, "uid": self.uid},
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "message": _message(self.message, self.pod_group, self.sub_group),
+            "outcome": outcome,
+            "reason": reason,
+            "message": message,
             "podGroup": self.pod_group,
             "subGroup": self.sub_group,
             **self.shared.rendered(namespace),
             "workload": self.shared.workload,
             "decidedAt": _render_time(self.decided_at),
-            "lastError": self.last_error,
-            "lastErrorTime": _render_time(self.error_at),
+            "lastError": last_error,
+            "lastErrorTime": _render_time(error_at),
             "patched": patched,
         }
 
@@ -283,6 +297,7 @@ class _PodGroupRecord:
         "ok",
         "pods",
         "reconciled_at",
+        "stored",
         "workload",
         "write_at",
     )
@@ -298,6 +313,7 @@ class _PodGroupRecord:
         self.last_error: str | None = None
         self.error_at: float | None = None
         self.ok = True
+        self.stored = True  # False: never written (its create was refused), so not in the cluster
 
     def render(self) -> Record:
         return {
@@ -313,6 +329,7 @@ class _PodGroupRecord:
             "lastError": self.last_error,
             "lastErrorTime": _render_time(self.error_at),
             "ok": self.ok,
+            "stored": self.stored,
         }
 
 
@@ -355,7 +372,7 @@ class DecisionStore:
         if rec.pod_group:
             add_member(self._group_pods, (namespace, rec.pod_group), name)
         failing = self._failing.setdefault(namespace, set())
-        if rec.outcome == "error":
+        if rec.outcome == "error" or rec.patched == PATCH_FAILED:
             failing.add(name)
         else:
             failing.discard(name)
@@ -410,6 +427,15 @@ class DecisionStore:
         rec.last_error, rec.error_at = message, _clock()
         self._put_pod(namespace, name, rec)
 
+    def record_pod_patch_failed(self, namespace: str, name: str, message: str) -> None:
+        """The pod could not be marked: its record says ``failed`` with ``message`` until a patch succeeds."""
+        old = self._pods.get(namespace, {}).get(name)
+        rec = old.copy() if old is not None else _PodRecord()
+        now = _clock()
+        rec.last_error, rec.error_at = message, now
+        rec.patched, rec.patched_at = PATCH_FAILED, now
+        self._put_pod(namespace, name, rec)
+
     def record_pod_patched(self, namespace: str, name: str, result: str) -> None:
         old = self._pods.get(namespace, {}).get(name)
         if old is not None:
@@ -428,7 +454,9 @@ class DecisionStore:
         pods: list[str],
         notes: list[str],
         error: str | None = None,
+        stored: bool = True,
     ) -> None:
+        """``stored``: whether the PodGroup exists in the cluster (False: its create was refused)."""
         old = self._pod_groups.get(namespace, {}).get(name)
         now = _clock()
         rec = _PodGroupRecord(namespace, name, _NAMES(workload), _pack(desired), tuple(pods), tuple(notes))
@@ -438,6 +466,7 @@ class DecisionStore:
         rec.last_error = error if error else (old.last_error if old else None)
         rec.error_at = now if error else (old.error_at if old else None)
         rec.ok = error is None
+        rec.stored = stored
         self._pod_groups.setdefault(namespace, {})[name] = rec
         self.updated = time.monotonic()
 
@@ -477,22 +506,32 @@ class DecisionStore:
     def unpatched_record(self, namespace: str, name: str) -> bool:
         """Whether the pod has a record without a patch result (cheap: nothing is rendered)."""
         rec = self._pods.get(namespace, {}).get(name)
-        return rec is not None and rec.patched is None
+        return rec is not None and rec.patched in (None, PATCH_FAILED)
+
+    def _failure(self, namespace: str, rec: _PodRecord) -> _PodGroupRecord | None:
+        """The record of the pod's PodGroup when its last write failed."""
+        if rec.pod_group is None:
+            return None
+        pg = self._pod_groups.get(namespace, {}).get(rec.pod_group)
+        return pg if pg is not None and not pg.ok else None
+
+    def _render(self, namespace: str, name: str, rec: _PodRecord) -> Record:
+        return rec.render(namespace, name, self._failure(namespace, rec))
 
     def pod(self, namespace: str, name: str) -> Record | None:
         rec = self._pods.get(namespace, {}).get(name)
-        return rec.render(namespace, name) if rec is not None else None
+        return self._render(namespace, name, rec) if rec is not None else None
 
     def pods(self, namespace: str | None = None) -> list[Record]:
         if namespace is not None:
-            return [v.render(namespace, n) for n, v in sorted(self._pods.get(namespace, {}).items())]
-        return [v.render(ns, n) for ns in sorted(self._pods) for n, v in sorted(self._pods[ns].items())]
+            return [self._render(namespace, n, v) for n, v in sorted(self._pods.get(namespace, {}).items())]
+        return [self._render(ns, n, v) for ns in sorted(self._pods) for n, v in sorted(self._pods[ns].items())]
 
     def pods_of_group(self, namespace: str, pod_group: str) -> list[Record]:
         """Pods whose latest decision names this PodGroup (its members now, never another group's)."""
         names = sorted(members(self._group_pods, (namespace, pod_group)))
         ns_pods = self._pods.get(namespace, {})
-        return [ns_pods[n].render(namespace, n) for n in names if n in ns_pods]
+        return [self._render(namespace, n, ns_pods[n]) for n in names if n in ns_pods]
 
     def failing_pods(self, namespace: str | None = None) -> list[Record]:
         """Pods whose latest decision ended in an error."""
@@ -500,7 +539,7 @@ class DecisionStore:
         out: list[Record] = []
         for ns in spaces:
             ns_pods = self._pods.get(ns, {})
-            out.extend(ns_pods[n].render(ns, n) for n in sorted(self._failing.get(ns, ())) if n in ns_pods)
+            out.extend(self._render(ns, n, ns_pods[n]) for n in sorted(self._failing.get(ns, ())) if n in ns_pods)
         return out
 
     def pod_group(self, namespace: str, name: str) -> Record | None:

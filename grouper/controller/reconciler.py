@@ -5,8 +5,10 @@ Level-triggered: the input is a key, the state is read from the caches, the outp
 cluster; running it twice in a row writes nothing the second time. Failures stay with their
 workload — a PodGroup the API server rejects, a pod whose decision failed — and are reported as
 warning Events (on the pod and on the workload) and in the decision store. Transient failures back
-off and retry; a decision error no retry can fix (an owner cycle, a malformed workload) is reported
-once and waits for the next change of an object the decision read (the event handlers re-queue it).
+off and retry; a decision error no retry can fix (an owner cycle, a malformed workload), and a write the
+API server refuses for good (400/422: :mod:`grouper.writer.failures`), is reported once (one Event per
+cause while it stands) and waits for the next change of an object the decision read (the event handlers
+re-queue it).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef, PodGroupMetad
 from grouper.observability.logging import log_context
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
+from grouper.writer.failures import failure_message, failure_reason, is_terminal_error
 from grouper.writer.podgroups import NotLeader, PodGroupWriter
 from grouper.writer.pods import PodPatcher
 from grouper.writer.upstream import UpstreamWriter, upstream_desired
@@ -612,17 +615,20 @@ class Reconciler:
             else:
                 writes.append(g)
         written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in writes))
-        for g, (op, error, refused) in zip(writes, written, strict=True):
+        for g, (op, error, retryable) in zip(writes, written, strict=True):
             md = g.metadata
+            cause = f"PodGroup/{md.name}"
             if error is not None:
                 result.errors.append(error)
-                transient_errors += refused
-                await self.recorder.warn(workload_obj, error)
+                transient_errors += retryable
+                await self.recorder.report(workload_obj, cause, error)  # once while it stands, not per retry
                 continue
+            self.recorder.clear(workload_obj, cause)
             if op != "unchanged":
                 result.written += 1
                 log.info("PodGroup %s %s", md.name, op, extra={"podgroup": md.name, "plugin": plugin})
-                for warning in md.warnings:  # e.g. semi-preemptible with segments: written, but said
+                for warning in md.warnings:  # e.g. semi-preemptible with segments, metadata not copied: said
+                    log.warning("PodGroup %s/%s: %s", md.namespace, md.name, warning, extra={"podgroup": md.name})
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             ok_groups.add(md.name)
             if g.kept is not None:
@@ -666,9 +672,11 @@ class Reconciler:
         failed += self._collect(wl, flights, result)
         if not flights:
             self._flights.pop(wl, None)
-        transient_errors += len(failed)
-        for pod, msg in failed:
-            await self._warn(pod, workload_obj, msg)
+        transient_errors += sum(1 for _, _, retryable in failed if retryable)
+        for pod, msg, _ in failed:
+            await self.recorder.report(_pod_involved(pod), "PodPatch", msg)
+            if workload_obj.uid != o.uid(pod):
+                await self.recorder.report(workload_obj, f"Pod/{o.name(pod)}", msg)
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed)
         if (
@@ -707,11 +715,13 @@ class Reconciler:
         return result
 
     async def _write_group(self, wl: WorkloadKey, plan: _Plan, g: _PlannedGroup) -> tuple[str | None, str | None, bool]:
-        """Write one planned PodGroup and record it: (operation, error, whether the API server refused it)."""
+        """Write one planned PodGroup and record it: (operation, error, whether the error is retryable — the
+        API server's answer may change with time: :mod:`grouper.writer.failures`)."""
         md = g.metadata
         with log_context(podgroup=md.name):
             op: str | None = None
             error: str | None = None
+            retryable = False  # a PodGroup that breaks the rules waits for a change of its input
             desired, notes = md.to_object(), g.notes
             problems = validate_pod_group(md)
             if problems:
@@ -727,12 +737,17 @@ class Reconciler:
                         else:
                             op = await self.writer.apply(md)
                 except ApiError as e:
-                    error = f"PodGroup {md.namespace}/{md.name}: write failed: {e.status} {e.reason}: {e.message}"
+                    retryable = not is_terminal_error(e)
+                    error = f"PodGroup {md.namespace}/{md.name}: write failed: {failure_message(e)}"
+                    self.metrics.child(
+                        self.metrics.write_failures, "podgroups", failure_reason(e), "retryable" if retryable else "terminal"
+                    ).inc()
+                    log.warning("%s", error, extra={"podgroup": md.name, "retrying": retryable})
             self.store.record_pod_group(
                 md.namespace, md.name, workload=str(wl), desired=desired, operation=op, pods=g.pods, notes=notes,
-                error=error,
+                error=error, stored=op is not None or self._stored(g) is not None,
             )
-        return op, error, error is not None and op is None and not problems
+        return op, error, retryable
 
     def _pods_named(self, wl: WorkloadKey, plan: _Plan, names: list[str]) -> list[Obj]:
         """The named pods: looked at in this pass, else as the cache has them."""
@@ -822,11 +837,11 @@ class Reconciler:
             await asyncio.wait([landed], timeout=left)
         return not landed.done()
 
-    def _collect(self, wl: WorkloadKey, flights: dict[str, _Flight], result: Result) -> list[tuple[Obj, str]]:
+    def _collect(self, wl: WorkloadKey, flights: dict[str, _Flight], result: Result) -> list[tuple[Obj, str, bool]]:
         """Take the finished patches out of ``flights`` into ``result``; returns the failed ones (pod,
-        message), each looked at again by the next pass. Raises ``NotLeader`` when a patch found the
-        lease lost."""
-        failed: list[tuple[Obj, str]] = []
+        message, retryable), each looked at again by the next pass. Raises ``NotLeader`` when a patch found
+        the lease lost."""
+        failed: list[tuple[Obj, str, bool]] = []
         for name in [n for n, f in flights.items() if f.task.done()]:
             flight = flights.pop(name)
             if flight.task.cancelled():
@@ -840,12 +855,18 @@ class Reconciler:
             pod = flight.pod
             if isinstance(out, ApiError):
                 self.memo.touch(wl, name)
-                msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {out.status} {out.reason}: {out.message}"
-                self.store.record_pod_error(o.namespace(pod), o.name(pod), msg)
+                msg = f"Pod {o.namespace(pod)}/{o.name(pod)}: cannot set its PodGroup: {failure_message(out)}"
+                retryable = not is_terminal_error(out)
+                self.metrics.child(
+                    self.metrics.write_failures, "pods", failure_reason(out), "retryable" if retryable else "terminal"
+                ).inc()
+                self.store.record_pod_patch_failed(o.namespace(pod), o.name(pod), msg)
                 result.errors.append(msg)
-                failed.append((pod, msg))
-            elif flight.task.result() == "patched":
-                result.written += 1
+                failed.append((pod, msg, retryable))
+            else:
+                self.recorder.clear(_pod_involved(pod), "PodPatch")
+                if flight.task.result() == "patched":
+                    result.written += 1
         return failed
 
     async def settle(self, timeout: float = 0.0) -> None:

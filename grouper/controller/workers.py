@@ -2,8 +2,8 @@
 
 ``max_concurrent_reconciles`` workers share the queue; one key is never processed by two at once (the
 queue guarantees it). Results map to the queue: ``ok`` forgets the key's back-off, ``error`` re-queues
-it with back-off, ``failed`` (a decision error no retry can fix) waits for the next change of an object
-it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second, ``handed_on`` (its
+it with back-off, ``failed`` (a decision error no retry can fix, a write the API server refused for good:
+controller-runtime's terminal error) waits for the next change of an object it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second, ``handed_on`` (its
 patches left to the next pass) is already queued again. A reconcile cancelled
 half-way (lease lost, shutdown) is put back for whoever leads next.
 """

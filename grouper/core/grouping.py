@@ -127,6 +127,9 @@ class Grouper:
             d.reason, d.message = "NotGrouped", f"plugin {d.plugin} left the pod alone"
             return
         apply_nodepool_label(md, pod, self.config)
+        dropped = md.bound_copied_metadata()  # a valid workload always gives a PodGroup the API accepts
+        if dropped:  # reported in the decision's notes, and logged and an Event when the PodGroup is written
+            md.warnings.append(dropped.describe())
         full_name = md.name
         md.name = shorten_name(md.name)
         if md.name != full_name:

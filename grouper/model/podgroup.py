@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from grouper.model.metadata_limits import Dropped, bound_metadata
+
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 PODGROUP_KIND = "PodGroup"
 # What the grouper writes on each pod (KAI's names): the PodGroup annotation and the sub-group label.
 POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+# The grouper's own annotation on every PodGroup (KAI's): the top owner's name, uid, group, version, kind.
+TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 
 
 class OwnerRef(NamedTuple):
@@ -145,6 +149,14 @@ class PodGroupMetadata:
         and without pod lists: what the controller keeps between reconciles to write the PodGroup again.
         Sub-groups without pods are kept as they are (shared, never changed), the rest copied."""
         return replace(self, provenance={}, sub_groups=[replace(sg, pods=[]) if sg.pods else sg for sg in self.sub_groups])
+
+    def bound_copied_metadata(self) -> Dropped:
+        """Drop the labels and annotations the API server would refuse (:mod:`.metadata_limits`), in
+        place; returns what was dropped. The grouper's own annotation is kept."""
+        self.labels, self.annotations, dropped = bound_metadata(
+            self.labels, self.annotations, keep=(TOP_OWNER_METADATA_ANNOTATION,)
+        )
+        return dropped
 
     def sub_group_of(self, pod_name: str) -> str | None:
         """The sub-group whose pod list holds ``pod_name`` (KAI's PodsReferences rule)."""

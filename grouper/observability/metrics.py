@@ -78,6 +78,14 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.write_failures = Counter(
+            f"{PREFIX}_write_failures_total",
+            "PodGroup and pod writes the API server refused (after the writer's own conflict retries), by "
+            "resource (podgroups, pods), reason (by HTTP status: Invalid, BadRequest, Forbidden, ServerError, "
+            "...) and retry (terminal: waits for a change of its input; retryable: backs off).",
+            ["resource", "reason", "retry"],
+            registry=r,
+        )
         self.api_requests = Counter(
             f"{PREFIX}_api_requests_total",
             "Requests sent to the API server by verb, resource and HTTP status code.",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden, OwnerNotFound
 from grouper.model.objects import GVK, Obj, describe, meta, name, uid, with_pod_typemeta
+from grouper.model.podgroup import TOP_OWNER_METADATA_ANNOTATION as _TOP_OWNER_METADATA
 from grouper.model.podgroup import TopologyConstraint
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
 MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 STATEFULSET_MIN_MEMBER_ANNOTATION = "kai.scheduler/min-member"
-TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+TOP_OWNER_METADATA_ANNOTATION = _TOP_OWNER_METADATA  # the grouper's own annotation (never dropped for size)
 
 BUILD_PRIORITY = "build"
 TRAIN_PRIORITY = "train"

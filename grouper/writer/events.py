@@ -8,6 +8,11 @@ de-duplicated and rate-limited per (object, reason) like client-go's correlator:
 - a *different* message starts a new Event, but each (object, reason) has a token bucket
   (``burst`` Events, one more per ``refill`` seconds); beyond it messages are dropped (and logged).
 
+A failure that persists (a PodGroup the API server keeps refusing, a pod that cannot be marked) is
+reported with :meth:`EventRecorder.report`: **one** Event per (object, cause) while the same message
+stands, however often the workload is reconciled; a new message for that cause is a new Event, and
+:meth:`EventRecorder.clear` (the write succeeded) lets the next failure be reported again.
+
 Event writes never raise: a failure to report a failure must not fail the reconcile.
 """
 
@@ -92,6 +97,8 @@ class EventRecorder:
         self.burst, self.refill = burst, refill
         self.max_tracked = max_tracked
         self._series: collections.OrderedDict[tuple[str, str], _Series] = collections.OrderedDict()
+        # (object, cause) -> the message reported for it, while that failure stands (LRU, bounded)
+        self._standing: collections.OrderedDict[tuple[str, str], str] = collections.OrderedDict()
         self.sent = 0  # Events created or patched (for tests and logs)
         self.suppressed = 0
 
@@ -126,6 +133,27 @@ class EventRecorder:
         self._series.move_to_end(key)
         while len(self._series) > self.max_tracked:
             self._series.popitem(last=False)
+
+    async def report(self, obj: InvolvedObject, cause: str, message: str) -> bool:
+        """Report a standing failure of ``obj`` (``cause``: what failed, e.g. ``PodGroup/<name>``) once:
+        nothing while the same message stands for that cause. True when an Event was sent for it."""
+        if not self.can_write():
+            return False
+        key = (obj.key, cause)
+        if self._standing.get(key) == message:
+            self._standing.move_to_end(key)
+            return False
+        self._standing[key] = message
+        self._standing.move_to_end(key)
+        while len(self._standing) > self.max_tracked:
+            self._standing.popitem(last=False)
+        await self.warn(obj, message)
+        return True
+
+    def clear(self, obj: InvolvedObject, cause: str) -> None:
+        """The failure of ``obj`` for ``cause`` is over (the write succeeded): the next one is reported."""
+        if self._standing:
+            self._standing.pop((obj.key, cause), None)
 
     async def _create(self, obj: InvolvedObject, reason: str, message: str, s: _Series, now: float) -> None:
         ts = _now_rfc3339()

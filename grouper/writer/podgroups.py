@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.transport import ApiError, KubeClient
+from grouper.model.metadata_limits import TOTAL_ANNOTATION_SIZE_LIMIT, annotations_size, bound_metadata
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND, PodGroupMetadata
 from grouper.observability.metrics import Metrics
@@ -124,6 +125,16 @@ def updated_object(desired: Obj, existing: Obj) -> Obj:
     meta["ownerReferences"] = copy.deepcopy(dm.get("ownerReferences") or [])
     for f in ("labels", "annotations"):
         merged = {**(meta.get(f) or {}), **(dm.get(f) or {})}
+        if f == "annotations" and annotations_size(merged) > TOTAL_ANNOTATION_SIZE_LIMIT:
+            # the stored keys we no longer want and the new ones do not fit together (a workload that
+            # replaced a large annotation): the stored ones not desired give way, largest first
+            _, merged, dropped = bound_metadata({}, merged, keep=tuple(dm.get(f) or {}))
+            log.warning(
+                "PodGroup %s/%s: stored annotations %s",
+                meta.get("namespace"),
+                meta.get("name"),
+                dropped.describe().replace("not copied from the workload", "removed"),
+            )
         if merged:
             meta[f] = merged
     meta.pop("managedFields", None)  # the server keeps the stored ones when the request has none

@@ -256,6 +256,36 @@ def test_list_podgroups_errors_name_workloads_without_podgroup(client: TestClien
         == body["errors"]
 
 
+def test_a_podgroup_the_api_server_refused_is_not_listed_and_its_workload_is_an_error(
+    client: TestClient, world: World
+) -> None:
+    """Never written (create refused): not among the items — it does not exist — and its workload is among
+    the errors with the API server's message, as are its pods' records and the PodGroup's own record.
+    Refused on update (it exists): listed, and its workload among the errors all the same."""
+    rec = world.store.pod_group(*SPARK_PG)
+    assert rec is not None
+    refused = f"PodGroup {SPARK_PG[0]}/{SPARK_PG[1]}: write failed: 422 Invalid: denied by policy"
+    world.store.record_pod_group(*SPARK_PG, workload=rec["workload"], desired=rec["desired"], operation=None,
+                                 pods=rec["pods"], notes=[], error=refused, stored=False)
+    body = client.get("/podgroups").json()
+    assert SPARK_PG[1] not in [i["name"] for i in body["items"]]
+    [err] = body["errors"]
+    assert err["workload"] == {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                               "name": "etl"}
+    assert err["reason"] == "PodGroupNotWritten" and err["message"] == refused and err["pods"] == rec["pods"]
+    assert client.get("/podgroups", params={"kind": "Job"}).json()["errors"] == []
+    pod = client.get(f"/pods/{SPARK_NS}/{rec['pods'][0]}").json()
+    assert pod["outcome"] == "failed" and pod["lastError"]["message"] == refused
+    assert pod["lastError"]["reason"] == "PodGroupNotWritten"
+    detail = client.get("/podgroups/{}/{}".format(*SPARK_PG)).json()
+    assert detail["decision"]["lastError"]["message"] == refused
+
+    world.store.record_pod_group(*SPARK_PG, workload=rec["workload"], desired=rec["desired"], operation=None,
+                                 pods=rec["pods"], notes=[], error=refused, stored=True)
+    body = client.get("/podgroups").json()
+    assert SPARK_PG[1] in [i["name"] for i in body["items"]] and [e["message"] for e in body["errors"]] == [refused]
+
+
 def test_list_podgroups_errors_empty_when_all_grouped(shared_client: TestClient) -> None:
     assert shared_client.get("/podgroups").json()["errors"] == []
 

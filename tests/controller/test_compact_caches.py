@@ -330,7 +330,7 @@ def test_pod_group_records_render_the_desired_object_and_keep_the_last_write() -
     assert rec["lastOperation"] == "unchanged" and TIME.match(rec["lastWriteTime"]) and not rec["ok"]
     assert rec["lastError"] == "PodGroup ns/pg: write failed: 500" and rec["lastErrorTime"] == rec["reconciledAt"]
     assert list(rec) == ["namespace", "name", "workload", "desired", "pods", "notes", "lastOperation",
-                         "lastWriteTime", "reconciledAt", "lastError", "lastErrorTime", "ok"]
+                         "lastWriteTime", "reconciledAt", "lastError", "lastErrorTime", "ok", "stored"]
     assert store.pod_groups("ns") == [rec]
     store.forget_workload("Job.batch ns/train")
     assert store.pod_groups() == []
@@ -516,3 +516,33 @@ def test_informer_index_holds_names_for_namespace_keyed_values_and_keys_otherwis
     assert names("shared") == [("a", "p1"), ("ab", "p1")]
     inf._index_remove(("a", "p2"), objs[("a", "p2")])
     assert names("a/g") == [("a", "p1")] and names("ab/g") == [("ab", "p1")]
+
+
+def test_a_refused_write_makes_the_pod_records_failed_until_it_succeeds() -> None:
+    """A grouped pod whose PodGroup the API server refused, or whose own patch it refused, is not grouped:
+    its record says ``failed`` with the server's message (it said ``grouped``, ``lastError: None``)."""
+    store = DecisionStore()
+    for name in ("p", "q"):
+        store.record_decision(_decision(name), "Job.batch ns/train")
+    refused = "PodGroup ns/pg-train-job-uid: write failed: 422 Invalid: metadata.annotations: Too long"
+    store.record_pod_group("ns", "pg-train-job-uid", workload="Job.batch ns/train", desired={}, operation=None,
+                           pods=["p", "q"], notes=[], error=refused, stored=False)
+    for rec in (store.pod("ns", "p"), *store.pods("ns"), *store.pods_of_group("ns", "pg-train-job-uid")):
+        assert rec is not None and rec["outcome"] == "failed" and rec["reason"] == "PodGroupNotWritten"
+        assert rec["message"] == rec["lastError"] == refused and TIME.match(rec["lastErrorTime"])
+        assert rec["podGroup"] == "pg-train-job-uid"  # what it would belong to
+    pg = store.pod_group("ns", "pg-train-job-uid")
+    assert pg is not None and not pg["ok"] and not pg["stored"]
+    store.record_pod_group("ns", "pg-train-job-uid", workload="Job.batch ns/train", desired={}, operation="created",
+                           pods=["p", "q"], notes=[])
+    assert [r["outcome"] for r in store.pods("ns")] == ["grouped", "grouped"]
+    assert store.pod_group("ns", "pg-train-job-uid")["stored"]  # type: ignore[index]
+
+    store.record_pod_patch_failed("ns", "p", "Pod ns/p: cannot set its PodGroup: 422 Invalid: denied")
+    rec = store.pod("ns", "p")
+    assert rec is not None and (rec["outcome"], rec["reason"]) == ("failed", "PodNotMarked")
+    assert rec["lastError"] == "Pod ns/p: cannot set its PodGroup: 422 Invalid: denied"
+    assert [r["pod"]["name"] for r in store.failing_pods("ns")] == ["p"]
+    assert store.unpatched_record("ns", "p")  # looked at again even when it needs no patch any more
+    store.record_pod_patched("ns", "p", "patched")
+    assert store.pod("ns", "p")["outcome"] == "grouped" and store.failing_pods() == []  # type: ignore[index]

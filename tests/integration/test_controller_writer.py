@@ -118,6 +118,34 @@ def test_events_are_aggregated_and_rate_limited(cluster: Any, kube: Kube, namesp
     assert rec.suppressed == 3
 
 
+def test_a_standing_failure_is_reported_once_per_cause_until_it_changes_or_clears(
+    cluster: Any, kube: Kube, namespace: str
+) -> None:
+    """``report``: one Event per (object, cause) while its message stands — not one per retry, and no count
+    bumps either (the correlator alone would send a new Event every ten minutes and patch counts)."""
+    ns = namespace
+    job = InvolvedObject("batch/v1", "Job", ns, "j-1", "uid-j-1")
+
+    async def scenario(client: KubeClient) -> list[bool]:
+        rec = EventRecorder(client, patch_interval=0.0, aggregate_window=0.0)  # the correlator never merges
+        sent = [await rec.report(job, "PodGroup/pg", "PodGroup pg: write failed: 422 Invalid: no") for _ in range(5)]
+        sent.append(await rec.report(job, "PodGroup/other", "PodGroup other: write failed: 422 Invalid: no"))
+        sent.append(await rec.report(job, "PodGroup/pg", "PodGroup pg: write failed: 422 Invalid: other field"))
+        rec.clear(job, "PodGroup/pg")  # written: the next failure is news
+        sent.append(await rec.report(job, "PodGroup/pg", "PodGroup pg: write failed: 422 Invalid: other field"))
+        return sent
+
+    sent, _ = run(cluster, scenario)
+    assert sent == [True, False, False, False, False, True, True, True]
+    events = kube.list(f"/api/v1/namespaces/{ns}/events", field_selector="involvedObject.name=j-1")
+    assert sorted((e["message"], e["count"]) for e in events) == [
+        ("PodGroup other: write failed: 422 Invalid: no", 1),
+        ("PodGroup pg: write failed: 422 Invalid: no", 1),
+        ("PodGroup pg: write failed: 422 Invalid: other field", 1),
+        ("PodGroup pg: write failed: 422 Invalid: other field", 1),
+    ]
+
+
 def test_kubeconfig_loading_and_token_refresh(cluster: Any, tmp_path: Any) -> None:
     """A kubeconfig (embedded CA data, bearer token) works with the aiohttp transport; a token file is
     re-read after a 401 so rotated tokens are picked up without a restart."""

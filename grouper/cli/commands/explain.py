@@ -85,6 +85,10 @@ def explain_text(rec: dict[str, Any], pod_group: dict[str, Any] | None, actual: 
     if outcome == "grouped":
         lines.append(f"Pod {ns}/{name} belongs to PodGroup {pg}" + (f", sub-group {sg}." if sg else
                                                                       " (no sub-group)."))
+    elif outcome == "failed":  # decided, but the API server refused the PodGroup or the pod's patch
+        lines.append(f"Pod {ns}/{name} is NOT grouped: it was decided into PodGroup {pg}"
+                     + (f", sub-group {sg}" if sg else "") + f", but the write failed ({rec.get('reason')}): "
+                     f"{rec.get('message')}")
     elif outcome == "skipped":
         lines.append(f"Pod {ns}/{name} is not grouped ({rec.get('reason')}): {rec.get('message')}.")
     else:
