@@ -131,6 +131,14 @@ def test_deleting_a_karta_holds_running_gangs(kube: Kube, cluster: Any, scoped: 
                  "effect": "applied"}
             ]
 
+            # a new version with a weaker gang (the coordinator sub-group dropped) would be held too
+            weaker = yaml.safe_load(yaml.safe_dump(KARTA))
+            weaker["spec"]["optimizationInstructions"]["gangScheduling"]["podGroup"]["subGroups"].pop(0)
+            (tmp_path / "weaker.yaml").write_text(yaml.safe_dump(weaker))
+            [changed] = impact_of(capsys, cluster, ns, "-f", str(tmp_path / "weaker.yaml"))
+            assert changed["after"] == [{"podGroup": gang, "gang": "minSubGroup 1, sub-groups worker=3"}]
+            assert changed["effect"] == "weaker: would be held (minSubGroup 2 -> 1; sub-groups 2 -> 1)"
+
             # a running gang: its PodGroup is not replaced
             kube.delete(KARTA_PATH)
             wait_until(lambda: HELD in (pod_groups(kube, ns)[gang]["metadata"].get("annotations") or {}), 30,
