@@ -414,6 +414,8 @@ class Controller:
         else:
             if gvk == PODGROUP:
                 informer.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
+                if self.karta_sync is not None:  # owners of PodGroups a definition made stay walkable
+                    self.karta_sync.attach_pod_groups(informer)
             elif gvk == POD:
                 informer.add_index(POD_PODGROUP_INDEX, pod_group_names)
             self.handlers.attach(gvk, informer)

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from grouper.controller.cache import POD, ClusterCache
+from grouper.core.hold import DEFINITION_ANNOTATION
 from grouper.karta import DefinitionRegistry, KartaDefinition, LoadedDefinition
 from grouper.kube.informer import DELETED, MODIFIED, Informer
 from grouper.model import objects as o
-from grouper.model.objects import Obj
+from grouper.model.objects import GVK, Obj
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
 
@@ -87,6 +88,8 @@ class KartaSync:
         self._events: asyncio.Queue[tuple[str, Obj, bool]] = asyncio.Queue()
         self._consumer: asyncio.Task[None] | None = None
         self.applied = 0  # events applied (tests wait on it)
+        # PodGroup uid -> (group, kind) of its owner, for PodGroups that record the definition which made them
+        self._sourced: dict[str, tuple[str, str]] = {}
         self.refresh_policy()
         self.update_metrics()
 
@@ -97,6 +100,26 @@ class KartaSync:
             self._events.put_nowait((etype, obj, informer.synced.is_set()))
             if self._consumer is None or self._consumer.done():
                 self._consumer = asyncio.get_running_loop().create_task(self._drain(), name="karta-sync")
+
+        informer.add_handler(handler)
+
+    def attach_pod_groups(self, informer: Informer) -> None:
+        """Keep the owner kinds of PodGroups a definition produced walkable after the definition is gone
+        (deleted while the grouper was down): the hold rule (grouper/core/hold.py) must find the workload
+        again after a restart, and what it compares is all in the cluster — the PodGroup included."""
+
+        def handler(etype: str, obj: Obj, old: Obj | None) -> None:
+            uid = o.uid(obj)
+            kind = None if etype == DELETED else _sourced_owner_kind(obj)
+            if self._sourced.get(uid) == kind:
+                return
+            before = set(self._sourced.values())
+            if kind is None:
+                self._sourced.pop(uid, None)
+            else:
+                self._sourced[uid] = kind
+            if set(self._sourced.values()) != before:
+                self.refresh_policy()
 
         informer.add_handler(handler)
 
@@ -144,7 +167,7 @@ class KartaSync:
         for ld in self.registry.all():
             kinds |= definition_kinds(ld.definition)
             paths.extend(pod_paths(ld.definition))
-        self.cache.policy.karta = frozenset(kinds)
+        self.cache.policy.karta = frozenset(kinds | set(self._sourced.values()))
         if self.cache.pod_shape.widen(paths):
             pods = self.cache.informer(POD)
             if pods is not None:
@@ -175,6 +198,17 @@ class KartaSync:
         counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
         for (origin, state), n in counts.items():
             self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
+
+
+def _sourced_owner_kind(pg: Obj) -> tuple[str, str] | None:
+    """(group, kind) of the PodGroup's owner when the PodGroup records the definition that made it."""
+    if DEFINITION_ANNOTATION not in o.annotations(pg):
+        return None
+    refs = o.owner_references(pg)
+    if not refs or not isinstance(refs[0], dict):
+        return None
+    gvk = GVK.from_api_version(str(refs[0].get("apiVersion") or ""), str(refs[0].get("kind") or ""))
+    return (gvk.group, gvk.kind) if gvk.kind and gvk.kind != "Pod" else None
 
 
 def _spec_of(obj: Obj) -> Any:

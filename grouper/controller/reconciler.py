@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from grouper.controller.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
 from grouper.controller.decisions import DecisionStore
+from grouper.controller.holds import Holds
 from grouper.controller.memo import (
     DecisionMemo,
     Group,
@@ -239,6 +240,14 @@ class Reconciler:
         self._group_sem = asyncio.Semaphore(pod_patch_concurrency)
         self.readded = readded
         self._flights: dict[WorkloadKey, dict[str, _Flight]] = {}  # per workload, by pod name
+        self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
+            stored_of=self._pod_groups_owned,
+            pods_naming=self._pods_naming,
+            owner=self._cached_owner,
+            definitions=lambda: self.grouper.definitions,
+            writer=self.writer,
+            recorder=self.recorder,
+        )
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -576,6 +585,14 @@ class Reconciler:
         else:
             return result
         lookups = self.cache.lookups()
+        held = (
+            await self.holds.apply(wl.namespace, workload_ref, plan.groups, plan.placement, plan.pods, plan.decided)
+            if workload_ref is not None and self.upstream is None
+            else None
+        )
+        if held is not None and held.names:  # its placement is the hold's, not the memo's: decide all next time
+            self.memo.invalidate(wl)
+            plan.memo = None
 
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = 0
@@ -633,7 +650,12 @@ class Reconciler:
             ok_groups.add(md.name)
             if g.kept is not None:
                 g.kept.written = self._stored(g)
-        for ns, name in self.index.set_pod_groups(wl, [(g.metadata.namespace, g.metadata.name) for g in plan.groups]):
+        kept = sorted(held.names) if held is not None else []
+        ok_groups.update(kept)  # stored as they are: their pods can be placed
+        for name in kept:
+            self._record_held(wl, name, held)
+        mine = [(g.metadata.namespace, g.metadata.name) for g in plan.groups] + [(wl.namespace, n) for n in kept]
+        for ns, name in self.index.set_pod_groups(wl, mine):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
         # 3. pods, concurrently (bounded); only for PodGroups that exist as decided. The upstream backend
@@ -691,7 +713,8 @@ class Reconciler:
             owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
             if memo is not None:
                 owners |= memo.cleanup_owed
-            result.written += await self._delete_replaced(wl, owners, {g.metadata.name for g in plan.groups})
+            wanted = {g.metadata.name for g in plan.groups} | set(kept)
+            result.written += await self._delete_replaced(wl, owners, wanted)
             if memo is not None:
                 memo.cleanup_owed = set()
         elif memo is not None:
@@ -748,6 +771,30 @@ class Reconciler:
                 error=error, stored=op is not None or self._stored(g) is not None,
             )
         return op, error, retryable
+
+    def _record_held(self, wl: WorkloadKey, name: str, held: Any) -> None:
+        stored = self.writer.current(wl.namespace, name)
+        pods = sorted(p for p, h in held.pods.items() if h.pod_group == name)
+        message = next((h.message for h in held.pods.values() if h.pod_group == name), "held")
+        self.store.record_pod_group(
+            wl.namespace, name, workload=str(wl), desired=stored, operation="held", pods=pods, notes=[message]
+        )
+
+    def _cached_owner(self, ref: OwnerRef, namespace: str) -> Obj | None:
+        try:
+            return self.cache.lookups().get(ref.api_version, ref.kind, namespace, ref.name)
+        except Exception:  # not cached / not allowed: no generation to compare, nothing is held
+            return None
+
+    def _pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
+        pgs = self.cache.informer(PODGROUP)
+        if pgs is None:
+            return []
+        return [pg for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid) if o.namespace(pg) == namespace]
+
+    def _pods_naming(self, namespace: str, pod_group: str) -> list[Obj]:
+        pods = self.cache.informer(POD)
+        return list(pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}")) if pods is not None else []
 
     def _pods_named(self, wl: WorkloadKey, plan: _Plan, names: list[str]) -> list[Obj]:
         """The named pods: looked at in this pass, else as the cache has them."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from grouper.core.config import GroupingConfig
 from grouper.core.context import GroupingContext, Prefetching
 from grouper.core.decision import Decision
+from grouper.core.hold import stamp
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import Lookups
 from grouper.core.naming import shorten_name
@@ -127,6 +128,8 @@ class Grouper:
             d.reason, d.message = "NotGrouped", f"plugin {d.plugin} left the pod alone"
             return
         apply_nodepool_label(md, pod, self.config)
+        if selection.definition is not None:  # the hold rule's record of the source (core/hold.py)
+            stamp(md, selection.definition, chain.top_owner)
         dropped = md.bound_copied_metadata()  # a valid workload always gives a PodGroup the API accepts
         if dropped:  # reported in the decision's notes, and logged and an Event when the PodGroup is written
             md.warnings.append(dropped.describe())

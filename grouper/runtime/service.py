@@ -64,10 +64,11 @@ def cluster_config(s: RunSettings) -> ClusterConfig:
     return kubeconfig.load(s.kubeconfig or None, s.context or None)
 
 
-def load_definitions(s: RunSettings) -> DefinitionRegistry | None:
-    """The Karta registry with the built-in catalog from ``--definitions`` (None when Karta is off)."""
-    if not s.generic_karta_fallback:
-        return None
+def load_definitions(s: RunSettings) -> DefinitionRegistry:
+    """The Karta registry with the built-in catalog from ``--definitions``, also with the Karta step off
+    (``--generic-karta-fallback=false``): the definitions then decide nothing (the hub skips them) but still
+    name the owner kinds the walk follows, so it reaches the top owner as KAI's does, and the default
+    grouper decides it. Off changes which grouper decides, not how far the owner walk goes."""
     return DefinitionRegistry(s.definitions or None)
 
 

@@ -220,6 +220,28 @@ class PodGroupWriter:
             return op
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    async def annotate(self, namespace: str, name: str, uid: str, annotations: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) annotations of the stored PodGroup ``uid``, nothing else: an update
+        (PUT, the verb the grouper has) of the object as cached, carrying its resourceVersion, so a newer
+        version or another object under the name makes it fail (409) rather than be overwritten. What the
+        hold rule marks a held PodGroup with. Raises ``ApiError`` or ``NotLeader``."""
+        if not self.can_write():
+            raise NotLeader()
+        existing = self.current(namespace, name)
+        if existing is None or (existing.get("metadata") or {}).get("uid") != uid:
+            return  # gone or replaced meanwhile: its next reconcile decides again
+        obj = copy.deepcopy(existing)
+        meta = obj.setdefault("metadata", {})
+        merged = {**(meta.get("annotations") or {}), **annotations}
+        meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+        meta.pop("managedFields", None)
+        obj.pop("status", None)
+        obj["apiVersion"], obj["kind"] = PODGROUP_API_VERSION, PODGROUP_KIND
+        written = await self.client.replace(PODGROUP_RESOURCE.path(namespace, name), obj)
+        if isinstance(written, dict):
+            self.expectations.wrote(PODGROUP_KIND, written)
+        self._count("updated")
+
     async def delete(self, namespace: str, name: str, uid: str) -> bool:
         """Delete a PodGroup we created, only if it is still that object (``preconditions.uid``).
 

@@ -226,8 +226,17 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
 
         wait_until(lambda: worker_min() == 5, 20, what="worker sub-group minMember 5")
 
-        # removing the Karta sends the pods back to the default PodGroup; stale sub-group labels are removed
+        # removing the Karta would weaken the running gang: it is held (core/hold.py) until the workload
+        # changes; then the pods go back to the default PodGroup and stale sub-group labels are removed
         kube.delete(f"/apis/run.ai/v1alpha1/kartas/{karta['metadata']['name']}")
+        wait_until(
+            lambda: "podgrouper.kai.scheduler/held" in (pod_groups(kube, ns)[karta_name]["metadata"].get("annotations") or {}),
+            20, what="the gang PodGroup held",
+        )
+        kube.patch(
+            f"/apis/example.com/v1/namespaces/{ns}/batchlings/sim-sweep",
+            {"spec": {"workers": {"replicas": 3}}},
+        )
 
         def back_to_default() -> bool:
             return all(

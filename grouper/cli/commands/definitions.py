@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from grouper.cli.common import default_definitions_dir
+from grouper.cli.impact import register as register_impact
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -52,6 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _cluster_flags(ls)
     ls.add_argument("-o", "--output", choices=["table", "json"], default="table")
     ls.set_defaults(func=run_list)
+
+    register_impact(sub)  # grouper definitions impact NAME (grouper/cli/impact.py)
 
 
 def _cluster_flags(p: argparse.ArgumentParser) -> None:

@@ -227,7 +227,20 @@ def from_cluster(args: argparse.Namespace, kube: SyncKube, namespace: str
             "present": roots_present if unit == "subGroups" else sum(len(v) for v in members.values()),
             "subGroups": subs,
         }
+    _note_held(kube, namespace, rec, actual.get("podGroup"), md.name if md is not None else None)
     return rec, pg_view, actual
+
+
+def _note_held(kube: SyncKube, namespace: str, rec: dict[str, Any], carried: str | None, decided: str | None) -> None:
+    """The pod is in a PodGroup the grouper holds (grouper/core/hold.py): the held mark says why."""
+    from grouper.core.hold import HELD_ANNOTATION
+
+    if not carried or carried == decided:
+        return
+    stored = kube.get_object(PODGROUPS.path(namespace, carried))
+    mark = o.annotations(stored).get(HELD_ANNOTATION) if stored is not None else None
+    if mark:
+        rec["notes"] = [*rec.get("notes", []), f"the pod stays in PodGroup {carried}, {mark}"]
 
 
 def run(args: argparse.Namespace) -> int:
