@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from grouper.model.shape import ShapeError, measure
+
 
 class ManifestError(Exception):
     """A file that cannot be read or parsed; the message names the file and the position."""
@@ -56,8 +58,10 @@ def _load_file(path: Path) -> list[Manifest]:
     except RecursionError:
         raise ManifestError(f"{path}: nests too deeply to parse (limit {MAX_NESTING} levels)") from None
     for index, doc in enumerate(docs):
-        if not _within(doc, MAX_NESTING):
-            raise ManifestError(f"{path}: document {index}: nests deeper than {MAX_NESTING} levels")
+        try:  # first: the checks below and every later reader walk the document as a tree
+            measure(doc, max_depth=MAX_NESTING)
+        except ShapeError as exc:
+            raise ManifestError(f"{path}: document {index}: {exc}") from None
         where = _non_json(doc)
         if where is not None:
             raise ManifestError(f"{path}: document {index}: field {where[0]}: {where[1]}")
@@ -109,17 +113,3 @@ def _non_json(value: Any) -> tuple[str, str] | None:
         elif isinstance(v, list):
             stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
     return None
-
-
-def _within(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests at most ``limit`` levels (iterative)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return False
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return True

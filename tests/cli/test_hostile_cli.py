@@ -201,3 +201,62 @@ def test_a_slow_expression_times_out_naming_its_component_and_expression(
     assert code == 1
     assert "component worker" in text and f"(expression '{slow}')" in text
     assert "time limit of 0.5s" in text or f"expression '{slow}' of component worker timed out" in text
+
+
+def _alias_bomb(head: str) -> bytes:
+    """A "billion laughs" of YAML anchors: 9 levels of 9 aliases each, 9^9 values as a tree, ~500 bytes."""
+    lines = [head, "x:", "  a0: &a0 [x,x,x,x,x,x,x,x,x]"]
+    lines += [f"  a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+POD_HEAD = "apiVersion: v1\nkind: Pod\nmetadata: {name: bomb, namespace: default}"
+KARTA_HEAD = ("apiVersion: run.ai/v1alpha1\nkind: Karta\nmetadata: {name: bomb}\nspec:\n  structureDefinition:\n"
+              "    rootComponent: {name: r, kind: {group: g, version: v1, kind: K}}")
+
+
+@pytest.mark.timeout(60)  # the guard: before the fix both commands walked the 9^9 tree (killed at 90 s)
+@pytest.mark.parametrize("head", [POD_HEAD, KARTA_HEAD], ids=["pod", "karta"])
+def test_a_yaml_alias_bomb_is_refused_by_plan_and_validate(
+    head: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, "bomb.yaml", _alias_bomb(head))
+    code, text = _run(capsys, "plan", "-f", path)
+    assert code == 2, text
+    assert "YAML aliases expand the document by more than 100000 values" in text and "field x.a" in text
+    code, text = _run(capsys, "definitions", "validate", path)
+    assert code == 1, text
+    assert "YAML aliases expand the document by more than 100000 values" in text
+
+
+def test_a_recursive_alias_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "rec.yaml", f"{KARTA_HEAD}\nx: &a {{y: [*a]}}\n".encode())
+    for argv, want in ((["plan", "-f", path], 2), (["definitions", "validate", path], 1)):
+        code, text = _run(capsys, *argv)
+        assert code == want and "field x.y[0]" in text and "a YAML alias refers to a node that contains it" in text, text
+
+
+def test_shared_anchors_within_the_budget_are_fine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Anchors as people use them (one shared container list) still plan."""
+    doc = (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: default}\n"
+           b"spec:\n  schedulerName: kai-scheduler\n  containers: &c [{name: c, image: x}]\n  initContainers: *c\n")
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "p.yaml", doc))
+    assert code == 0 and "PodGroup default/pg-p1-" in text, text
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "stdin"])
+def test_deep_nesting_is_a_clear_error_for_plan_and_validate(
+    suffix: str, stdin: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    body = (b'{"apiVersion": "run.ai/v1alpha1", "kind": "Karta", "metadata": {"name": "d"}, "spec": '
+            + b"[" * 50_000 + b"]" * 50_000 + b"}")
+    path = _write(tmp_path, f"deep.{suffix}", body)
+    for argv, want in ((["plan", "-f"], 2), (["definitions", "validate"], 1)):
+        if stdin:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(body)))
+        code, text = _run(capsys, *argv, "-" if stdin else path)
+        assert code == want and "nests too deeply to parse" in text and "RecursionError" not in text, text
