@@ -21,7 +21,7 @@ from grouper.core.nodepool import apply_nodepool_label
 from grouper.core.owner_chain import SharedChains, resolve_owners
 from grouper.core.validation import validate_pod_group
 from grouper.model import objects as o
-from grouper.model.errors import GroupingError, InvalidPodGroup
+from grouper.model.errors import GroupingError, InvalidPodGroup, InvalidWorkload
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef
 
@@ -35,6 +35,9 @@ __all__ = ["POD_GROUP_ANNOTATION", "SKIP_ANNOTATION", "SUBGROUP_LABEL", "Grouper
 
 
 def _skips(obj: Obj) -> bool:
+    problem = o.metadata_problem(obj)  # first: every reader after this takes labels/annotations as maps
+    if problem is not None:
+        raise InvalidWorkload(problem[1], obj=o.describe(obj), field=problem[0])
     return o.annotations(obj).get(SKIP_ANNOTATION) == "true"
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grouper.cli.main import main
 
@@ -65,6 +67,7 @@ FILES: dict[str, tuple[Any, int, str]] = {
     "ownerReference without a name": ([_pod(ownerReferences=[{"apiVersion": "v1", "kind": "X"}])], 1,
                                       "field metadata.ownerReferences[0].name: must be a non-empty string"),
     "labels: [a, b]": ([_pod(labels=["a", "b"])], 1, "field metadata.labels: expected a map of strings, got list"),
+    "annotations: 5": ([_pod(annotations=5)], 1, "Pod default/p1: field metadata.annotations: expected a map of strings, got int"),
     "queue not a label value": ([_pod(labels={"kai.scheduler/queue": "not a/valid value!"})], 1,
                                 "spec.queue 'not a/valid value!' is not a valid label value"),
 }
@@ -260,3 +263,62 @@ def test_deep_nesting_is_a_clear_error_for_plan_and_validate(
             monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(body)))
         code, text = _run(capsys, *argv, "-" if stdin else path)
         assert code == want and "nests too deeply to parse" in text and "RecursionError" not in text, text
+
+
+# ---------------------------------------------------------------- fuzz: odd types anywhere in the workloads
+
+FUZZ_DOCS = [d for f in ("deployment.yaml", "batch-job.yaml", "custom-batchling.yaml")
+             for d in yaml.safe_load_all((REPO / "examples" / f).read_text()) if d]
+
+
+def _paths(v: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [at] if at else []
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out += _paths(x, (*at, k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            out += _paths(x, (*at, i))
+    return out
+
+
+FUZZ_PATHS = [(i, p) for i, d in enumerate(FUZZ_DOCS) for p in _paths(d)]
+ODD = st.sampled_from([5, -1, 2.5, True, None, "", "x", [], ["a"], [{"a": 1}], {}, {"a": 1}, {"k": [1]}, 10**308])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutations=st.lists(st.tuples(st.sampled_from(FUZZ_PATHS), ODD), min_size=1, max_size=3))
+def test_odd_types_anywhere_in_the_manifests_never_crash_plan(
+    mutations: list[tuple[tuple[int, tuple[Any, ...]], Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every field of a Deployment, a Job and a Karta workload (with their ReplicaSet and pods), replaced by
+    a value of another type: plan answers with a message, never a traceback or an internal error."""
+    docs = copy.deepcopy(FUZZ_DOCS)
+    for (i, path), value in mutations:
+        cur: Any = docs[i]
+        try:
+            for step in path[:-1]:
+                cur = cur[step]
+            cur[path[-1]] = copy.deepcopy(value)
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation replaced a parent
+    empty = tmp_path / "no-definitions"
+    empty.mkdir(exist_ok=True)
+    k = _write(tmp_path, "k.yaml", [KARTA])
+    code, text = _run(capsys, "plan", "--definitions", str(empty), "-f", k, "-f", _write(tmp_path, "w.yaml", docs))
+    assert code in (0, 1, 2), text
+    assert "internal error" not in text and "Error(" not in text, text
+
+
+def test_a_309_digit_number_is_cut_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "k.yaml", [KARTA]),
+                      "-f", _write(tmp_path, "w.yaml", _batchling(10**308)))
+    assert code == 1 and "replicas value 100000000000…(309 digits) at index 0 is out of range for int32" in text, text
+    pod = _pod(annotations={"kai.scheduler/batch-min-member": "1" + "0" * 308})
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default", "uid": "u-j"},
+           "spec": {"parallelism": 2}}
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u-j",
+                                           "controller": True}]
+    job["metadata"]["annotations"] = pod["metadata"].pop("annotations")
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "j.yaml", [job, pod]))
+    assert code == 1 and "100000000000…(309 digits) is out of range" in text and "0" * 40 not in text, text
