@@ -31,6 +31,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
+# Finished pods are not grouped: the controller skips them before deciding (it counts them), and every
+# other caller of ``decide`` (plan, explain, the webhook) gets the same answer from here. KAI has no phase
+# check (kai-podgrouper.md §1, "Terminal pods"): a deliberate deviation, README "terminal pods".
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def is_terminal(pod: Obj) -> bool:
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in TERMINAL_PHASES
 __all__ = ["POD_GROUP_ANNOTATION", "SKIP_ANNOTATION", "SUBGROUP_LABEL", "Grouper"]
 
 
@@ -86,6 +95,9 @@ class Grouper:
         scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"
         if scheduler != self.config.scheduler_name:
             d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
+            return
+        if is_terminal(pod):
+            d.reason, d.message = "PodTerminal", f"pod phase is {pod['status']['phase']}: finished pods are not grouped"
             return
         if _skips(pod):
             d.reason, d.message = "SkipAnnotation", f"pod annotation {SKIP_ANNOTATION}=true"

@@ -30,6 +30,7 @@ from grouper.karta.jqsyntax import MAX_EXPRESSION_LENGTH
 from grouper.karta.model import STATUS_KEYS, Component, KartaDefinition, TopologySpec
 from grouper.karta.values import go_quote
 from grouper.model.errors import shown
+from grouper.model.podgroup import MAX_GANG_PODS
 
 GROUPLESS_ROOT_KINDS = frozenset({"Pod"})
 GANG_PATH = "spec.optimizationInstructions.gangScheduling"
@@ -211,6 +212,17 @@ def _policy_uncached(expr: str) -> tuple[str, ...]:
     return tuple(f"JQ expression failed validation: {r}" for r in reasons)
 
 
+def _int_literal(expr: str) -> int | None:
+    """The integer an expression always yields when it is a number literal (``"1000000"``, ``1e6``), else None."""
+    try:
+        value = json.loads(expr)
+    except ValueError:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value == value and abs(value) != float("inf") and float(value).is_integer() else None
+
+
 class _Validator:
     def __init__(self, defn: KartaDefinition, checker: CompileChecker | None) -> None:
         self.d = defn
@@ -304,6 +316,16 @@ class _Validator:
                     )
                 if cts.value and not cts.key_path:
                     self.error(f"{sp}.componentTypeSelector.value", "value requires keyPath")
+        if c.scale:
+            for name, expr in c.scale.paths().items():
+                literal = _int_literal(expr)
+                if name != "maxReplicas" and literal is not None and literal > MAX_GANG_PODS:
+                    self.warn(
+                        f"{c.path}.scaleDefinition.{name}Path",
+                        f"{name} is always {shown(literal)}, above {MAX_GANG_PODS:,} pods (Kubernetes' envelope is "
+                        "150,000 pods per cluster): a gang that waits for them can never be scheduled",
+                        expr,
+                    )
         if c.status and c.status.conditions is not None and not c.status.conditions.path:
             self.error(f"{c.path}.statusDefinition.conditionsDefinition.path", "path is required")
         if c.suspend:

@@ -322,3 +322,69 @@ def test_a_309_digit_number_is_cut_in_messages(tmp_path: Path, capsys: pytest.Ca
     job["metadata"]["annotations"] = pod["metadata"].pop("annotations")
     code, text = _run(capsys, "plan", "-f", _write(tmp_path, "j.yaml", [job, pod]))
     assert code == 1 and "100000000000…(309 digits) is out of range" in text and "0" * 40 not in text, text
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_plan_skips_finished_pods_as_the_controller_does(
+    phase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = {**_pod(), "status": {"phase": phase}}
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "p.yaml", [pod]))
+    assert code == 0 and "PodGroup" not in text, text
+    assert f"skipped pod default/p1: PodTerminal (pod phase is {phase}: finished pods are not grouped)" in text
+    running = {**_pod(), "status": {"phase": "Running"}}
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "p.yaml", [running]))
+    assert code == 0 and "PodGroup default/pg-p1-" in text
+
+
+# ---------------------------------------------------------------- gangs that can never be satisfied: warnings
+
+
+def _coordinator_takes_all() -> dict[str, Any]:
+    k = copy.deepcopy(KARTA)
+    k["spec"]["structureDefinition"]["childComponents"][0]["podSelector"]["componentTypeSelector"] = {
+        "keyPath": ".metadata.namespace", "value": "team-a"}
+    return k
+
+
+def _relabelled() -> list[Any]:
+    docs = copy.deepcopy(WORKLOAD_DOCS)
+    [d for d in docs if d["kind"] == "Pod"][-1]["metadata"]["labels"]["example.com/role"] = "other"
+    return docs
+
+
+GANGS = {
+    "a selector that matches every pod": (_coordinator_takes_all, lambda: WORKLOAD_DOCS,
+                                          "sub-group worker needs 3 pods (minMember) but none of the PodGroup's 4 pods is in it (coordinator: 4)"),
+    "a minimum of 1,000,000": (lambda: KARTA, lambda: _batchling(1_000_000),
+                               "sub-group worker needs 1000000 pods (minMember), above 100,000: the gang can never be scheduled"),
+    "a pod relabelled out of its component": (lambda: KARTA, _relabelled,
+                                              "pod sim-sweep-worker-2 is in no sub-group (no component matches, or the pod was "
+                                              "relabelled out of its component)"),
+}
+
+
+@pytest.mark.parametrize("name", GANGS)
+def test_plan_warns_of_gangs_that_can_never_be_satisfied(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    karta, workload, expected = GANGS[name]
+    k, w = _write(tmp_path, "k.yaml", [karta()]), _write(tmp_path, "w.yaml", workload())
+    code, text = _run(capsys, "plan", "-f", k, "-f", w)
+    assert code == 0 and f"warning: PodGroup team-a/pg-5c1b2a3e-0000-4000-8000-000000002601-batchling: {expected}" in text, text
+    code, text = _run(capsys, "plan", "-o", "json", "-f", k, "-f", w)
+    assert code == 0 and any(expected in x for x in __import__("json").loads(text)["warnings"]), text
+
+
+def test_plan_does_not_warn_of_a_sound_gang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(capsys, "plan", "-f", _write(tmp_path, "k.yaml", [KARTA]), "-f", _write(tmp_path, "w.yaml", WORKLOAD_DOCS))
+    assert code == 0 and "warning" not in text, text
+
+
+def test_validate_warns_of_a_literal_minimum_beyond_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    k = copy.deepcopy(KARTA)
+    k["spec"]["structureDefinition"]["childComponents"][1]["scaleDefinition"]["replicasPath"] = "61200000"
+    code, text = _run(capsys, "definitions", "validate", _write(tmp_path, "k.yaml", [k]))
+    assert code == 0, text  # a warning: the definition is still valid
+    assert ("warning: example-com-batchling-v1: spec.structureDefinition.childComponents[1].scaleDefinition.replicasPath: "
+            "replicas is always 61200000, above 100,000 pods") in text
