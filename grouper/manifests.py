@@ -113,3 +113,40 @@ def _non_json(value: Any) -> tuple[str, str] | None:
         elif isinstance(v, list):
             stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
     return None
+
+
+# Fields whose JSON type the API server enforces for every object (ObjectMeta) or every pod (PodSpec).
+_STRING_MAPS = ("labels", "annotations")
+_POD_LISTS = ("containers", "initContainers", "ephemeralContainers", "volumes", "tolerations")
+
+
+def schema_problem(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, what was expected) for the first field of ``obj`` of a type the API server would refuse:
+    ``metadata.labels``/``annotations`` not maps of strings, ``metadata.ownerReferences`` not a list of
+    objects, ``spec``/``status`` not objects, a pod's container/volume lists not lists of objects. Readers
+    that take a file's objects as the API server would serve them (``describe -f``) check this first."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for section in _STRING_MAPS:
+            v = meta.get(section)
+            if v is None:
+                continue
+            if not isinstance(v, dict):
+                return f"metadata.{section}", f"expected a map of strings, got {type(v).__name__}"
+            for k, x in v.items():
+                if not isinstance(x, str):
+                    return f"metadata.{section}[{k!r}]", f"expected a string, got {type(x).__name__}"
+        refs = meta.get("ownerReferences")
+        if refs is not None and not (isinstance(refs, list) and all(isinstance(r, dict) for r in refs)):
+            return "metadata.ownerReferences", "expected a list of owner references (objects)"
+    for part in ("spec", "status"):
+        v = obj.get(part)
+        if v is not None and not isinstance(v, dict):
+            return part, f"expected an object, got {type(v).__name__}"
+    spec = obj.get("spec")
+    if obj.get("kind") == "Pod" and isinstance(spec, dict):
+        for name in _POD_LISTS:
+            v = spec.get(name)
+            if v is not None and not (isinstance(v, list) and all(isinstance(x, dict) for x in v)):
+                return f"spec.{name}", "expected a list of objects"
+    return None

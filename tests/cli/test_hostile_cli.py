@@ -286,13 +286,16 @@ FUZZ_PATHS = [(i, p) for i, d in enumerate(FUZZ_DOCS) for p in _paths(d)]
 ODD = st.sampled_from([5, -1, 2.5, True, None, "", "x", [], ["a"], [{"a": 1}], {}, {"a": 1}, {"k": [1]}, 10**308])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("command", ["plan", "describe"])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutations=st.lists(st.tuples(st.sampled_from(FUZZ_PATHS), ODD), min_size=1, max_size=3))
-def test_odd_types_anywhere_in_the_manifests_never_crash_plan(
-    mutations: list[tuple[tuple[int, tuple[Any, ...]], Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_odd_types_anywhere_in_the_manifests_never_crash_plan_or_describe(
+    command: str, mutations: list[tuple[tuple[int, tuple[Any, ...]], Any]], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Every field of a Deployment, a Job and a Karta workload (with their ReplicaSet and pods), replaced by
-    a value of another type: plan answers with a message, never a traceback or an internal error."""
+    a value of another type: plan and describe -f answer with a message, never a traceback or an internal
+    error (exit codes as documented: plan 0/1/2, describe non-zero with a message)."""
     docs = copy.deepcopy(FUZZ_DOCS)
     for (i, path), value in mutations:
         cur: Any = docs[i]
@@ -305,8 +308,12 @@ def test_odd_types_anywhere_in_the_manifests_never_crash_plan(
     empty = tmp_path / "no-definitions"
     empty.mkdir(exist_ok=True)
     k = _write(tmp_path, "k.yaml", [KARTA])
-    code, text = _run(capsys, "plan", "--definitions", str(empty), "-f", k, "-f", _write(tmp_path, "w.yaml", docs))
-    assert code in (0, 1, 2), text
+    w = _write(tmp_path, "w.yaml", docs)
+    if command == "plan":
+        code, text = _run(capsys, "plan", "--definitions", str(empty), "-f", k, "-f", w)
+        assert code in (0, 1, 2), text
+    else:
+        code, text = _run(capsys, "describe", "-f", w, "-f", k)
     assert "internal error" not in text and "Error(" not in text, text
 
 
