@@ -17,10 +17,14 @@ from grouper.model.errors import shown
 from grouper.model.podgroup import MAX_GANG_PODS, PodGroupMetadata
 
 
-def unsatisfiable_reasons(md: PodGroupMetadata, members: Mapping[str | None, Sequence[str]]) -> list[str]:
+def unsatisfiable_reasons(
+    md: PodGroupMetadata, members: Mapping[str | None, Sequence[str]], *, complete: bool = True
+) -> list[str]:
     """Why the PodGroup ``md`` can never be scheduled as a whole; empty when nothing is known to be wrong.
 
-    ``members``: sub-group name (None: in no sub-group) -> the names of the pods decided into it.
+    ``members``: sub-group name (None: in no sub-group) -> the names of the pods decided into it;
+    ``complete``: whether that is every pod of the workload (a plan, the controller's pass) — if not (one
+    pod explained before the grouper annotated its siblings), an empty sub-group proves nothing.
     Rules: a minimum above ``MAX_GANG_PODS``; a leaf sub-group that needs pods while none of the
     PodGroup's pods falls into it (its selector matches none, or another component's takes them all);
     pods in no sub-group of a PodGroup with sub-groups. A sub-group that has some of its pods but not
@@ -40,7 +44,7 @@ def unsatisfiable_reasons(md: PodGroupMetadata, members: Mapping[str | None, Seq
         if sg.min_member > MAX_GANG_PODS:
             out.append(f"{where}: sub-group {sg.name} needs {shown(sg.min_member)} pods (minMember), above "
                        f"{MAX_GANG_PODS:,}: the gang can never be scheduled")
-        elif have == 0 and total > 0:
+        elif have == 0 and total > 0 and complete:
             elsewhere = ", ".join(f"{n or '(no sub-group)'}: {len(p)}" for n, p in sorted(
                 members.items(), key=lambda kv: kv[0] or "") if p)
             out.append(f"{where}: sub-group {sg.name} needs {sg.min_member} pod{'s' if sg.min_member != 1 else ''} "

@@ -42,3 +42,10 @@ def test_pods_in_no_sub_group() -> None:
 def test_parents_are_judged_by_their_children() -> None:
     md = _pg(subs=[SubGroup("rack", min_sub_group=1), SubGroup("w", parent="rack", min_member=1)])
     assert unsatisfiable_reasons(md, {"w": ["w0"]}) == []
+
+
+def test_an_incomplete_membership_proves_no_empty_sub_group() -> None:
+    """One pod explained before the grouper annotated its siblings: the others are simply not known."""
+    md = _pg(subs=[SubGroup("coordinator", min_member=1), SubGroup("worker", min_member=3)])
+    assert unsatisfiable_reasons(md, {"worker": ["w0"]}, complete=False) == []
+    assert unsatisfiable_reasons(md, {"worker": ["w0"]}) != []

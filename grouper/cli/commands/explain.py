@@ -224,7 +224,9 @@ def from_cluster(args: argparse.Namespace, kube: SyncKube, namespace: str
         unit = "subGroups" if md.min_sub_group is not None else "pods"
         roots_present = sum(1 for s in subs if not s["parent"] and (s["pods"] or s["name"] in children))
         pg_view = {
-            "warnings": unsatisfiable_reasons(md, members),
+            # the members are the pods annotated by a running grouper (and this one): complete only once
+            # the grouper wrote the PodGroup
+            "warnings": unsatisfiable_reasons(md, members, complete=stored is not None),
             "podGroup": md.to_object(),
             "requiredUnit": unit,
             "present": roots_present if unit == "subGroups" else sum(len(v) for v in members.values()),
