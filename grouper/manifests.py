@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from grouper.model.shape import ShapeError, measure
+
 
 class ManifestError(Exception):
     """A file that cannot be read or parsed; the message names the file and the position."""
@@ -56,8 +58,10 @@ def _load_file(path: Path) -> list[Manifest]:
     except RecursionError:
         raise ManifestError(f"{path}: nests too deeply to parse (limit {MAX_NESTING} levels)") from None
     for index, doc in enumerate(docs):
-        if not _within(doc, MAX_NESTING):
-            raise ManifestError(f"{path}: document {index}: nests deeper than {MAX_NESTING} levels")
+        try:  # first: the checks below and every later reader walk the document as a tree
+            measure(doc, max_depth=MAX_NESTING)
+        except ShapeError as exc:
+            raise ManifestError(f"{path}: document {index}: {exc}") from None
         where = _non_json(doc)
         if where is not None:
             raise ManifestError(f"{path}: document {index}: field {where[0]}: {where[1]}")
@@ -111,15 +115,38 @@ def _non_json(value: Any) -> tuple[str, str] | None:
     return None
 
 
-def _within(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests at most ``limit`` levels (iterative)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return False
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return True
+# Fields whose JSON type the API server enforces for every object (ObjectMeta) or every pod (PodSpec).
+_STRING_MAPS = ("labels", "annotations")
+_POD_LISTS = ("containers", "initContainers", "ephemeralContainers", "volumes", "tolerations")
+
+
+def schema_problem(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, what was expected) for the first field of ``obj`` of a type the API server would refuse:
+    ``metadata.labels``/``annotations`` not maps of strings, ``metadata.ownerReferences`` not a list of
+    objects, ``spec``/``status`` not objects, a pod's container/volume lists not lists of objects. Readers
+    that take a file's objects as the API server would serve them (``describe -f``) check this first."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for section in _STRING_MAPS:
+            v = meta.get(section)
+            if v is None:
+                continue
+            if not isinstance(v, dict):
+                return f"metadata.{section}", f"expected a map of strings, got {type(v).__name__}"
+            for k, x in v.items():
+                if not isinstance(x, str):
+                    return f"metadata.{section}[{k!r}]", f"expected a string, got {type(x).__name__}"
+        refs = meta.get("ownerReferences")
+        if refs is not None and not (isinstance(refs, list) and all(isinstance(r, dict) for r in refs)):
+            return "metadata.ownerReferences", "expected a list of owner references (objects)"
+    for part in ("spec", "status"):
+        v = obj.get(part)
+        if v is not None and not isinstance(v, dict):
+            return part, f"expected an object, got {type(v).__name__}"
+    spec = obj.get("spec")
+    if obj.get("kind") == "Pod" and isinstance(spec, dict):
+        for name in _POD_LISTS:
+            v = spec.get(name)
+            if v is not None and not (isinstance(v, list) and all(isinstance(x, dict) for x in v)):
+                return f"spec.{name}", "expected a list of objects"
+    return None

@@ -34,7 +34,7 @@ from grouper.controller.memo import (
 )
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
-from grouper.core.grouping import Grouper
+from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.owner_chain import SharedChains
 from grouper.core.validation import validate_pod_group
@@ -52,7 +52,6 @@ from grouper.writer.upstream import UpstreamWriter, upstream_desired
 
 log = logging.getLogger(__name__)
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 # ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader |
 # handed_on (its pod patches still in flight, left to the next pass, which is already queued)
 Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader", "handed_on"]
@@ -98,10 +97,6 @@ class Result:
     plugin: str = "none"
     written: int = 0  # requests that changed something (PodGroups created/updated + pods patched)
     retry_after: float = 0.0  # for "later"
-
-
-def is_terminal(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def _age(pod: Obj) -> float:

@@ -22,7 +22,7 @@ from grouper.core.nodepool import apply_nodepool_label
 from grouper.core.owner_chain import SharedChains, resolve_owners
 from grouper.core.validation import validate_pod_group
 from grouper.model import objects as o
-from grouper.model.errors import GroupingError, InvalidPodGroup
+from grouper.model.errors import GroupingError, InvalidPodGroup, InvalidWorkload
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef
 
@@ -32,10 +32,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
+# Finished pods are not grouped: the controller skips them before deciding (it counts them), and every
+# other caller of ``decide`` (plan, explain, the webhook) gets the same answer from here. KAI has no phase
+# check (kai-podgrouper.md §1, "Terminal pods"): a deliberate deviation, README "terminal pods".
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def is_terminal(pod: Obj) -> bool:
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in TERMINAL_PHASES
 __all__ = ["POD_GROUP_ANNOTATION", "SKIP_ANNOTATION", "SUBGROUP_LABEL", "Grouper"]
 
 
 def _skips(obj: Obj) -> bool:
+    problem = o.metadata_problem(obj)  # first: every reader after this takes labels/annotations as maps
+    if problem is not None:
+        raise InvalidWorkload(problem[1], obj=o.describe(obj), field=problem[0])
     return o.annotations(obj).get(SKIP_ANNOTATION) == "true"
 
 
@@ -84,6 +96,9 @@ class Grouper:
         scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"
         if scheduler != self.config.scheduler_name:
             d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
+            return
+        if is_terminal(pod):
+            d.reason, d.message = "PodTerminal", f"pod phase is {pod['status']['phase']}: finished pods are not grouped"
             return
         if _skips(pod):
             d.reason, d.message = "SkipAnnotation", f"pod annotation {SKIP_ANNOTATION}=true"

@@ -49,6 +49,8 @@ def matches_labels(obj: Obj, selector: Mapping[str, str] | None) -> bool:
     if not selector:
         return True
     have = labels(obj)
+    if not isinstance(have, dict):  # a malformed file object (its own decision reports it) matches nothing
+        return False
     return all(have.get(k) == v for k, v in selector.items())
 
 

@@ -15,6 +15,7 @@ from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
+from grouper.core.satisfiable import plan_reasons
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 
@@ -27,6 +28,11 @@ class PlanResult:
     @property
     def errors(self) -> list[Decision]:
         return [d for d in self.decisions if d.outcome == "error"]
+
+    @property
+    def warnings(self) -> list[str]:
+        """Why PodGroups of the plan can never be scheduled (``satisfiable.unsatisfiable_reasons``)."""
+        return [w for pg in self.pod_groups for w in plan_reasons(pg)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +48,7 @@ class PlanResult:
                 for d in self.decisions
             ],
             "errors": [{"pod": d.pod_key, "error": d.message} for d in self.errors],
+            "warnings": self.warnings,
         }
 
 

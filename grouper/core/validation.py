@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
+from grouper.model.errors import shown
 from grouper.model.podgroup import PodGroupMetadata
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -59,7 +60,7 @@ def _validate(md: PodGroupMetadata) -> list[str]:
         )
     if md.queue and (len(md.queue) > LABEL_VALUE_MAX or not _LABEL_VALUE.match(md.queue)):
         errors.append(
-            f"{where}: spec.queue {md.queue!r} is not a valid label value (at most {LABEL_VALUE_MAX} "
+            f"{where}: spec.queue {shown(repr(md.queue))} is not a valid label value (at most {LABEL_VALUE_MAX} "
             "characters: alphanumerics, '-', '_', '.', starting and ending with an alphanumeric)"
         )
     if md.min_member is not None and md.min_sub_group is not None:
@@ -109,7 +110,7 @@ def _check_count(where: str, field: str, value: int | None) -> list[str]:
     if value is None:
         return []
     if value < 0:
-        return [f"{where}: {field} must be >= 0, got {value}"]
+        return [f"{where}: {field} must be >= 0, got {shown(value)}"]
     if value > INT32_MAX:
-        return [f"{where}: {field} must fit in int32 (<= {INT32_MAX}), got {value}"]
+        return [f"{where}: {field} must fit in int32 (<= {INT32_MAX}), got {shown(value)}"]
     return []

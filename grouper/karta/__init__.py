@@ -81,7 +81,8 @@ definition queues behind itself; a lane that times out 3 times in a row is quara
 definition changes. ``Evaluator(defn)`` without a runner still runs in-process (tests, benchmarks,
 trusted callers). A fused query that times out is re-run expression by expression until the one that
 ran out of time is found; the others are blamed on it. Input limits (``loader.check_limits``):
-256 KiB, 256 components, 32 ownerRef levels, JSON nesting 64, expressions of 10,000 characters.
+256 KiB, 256 components, 32 ownerRef levels, JSON nesting 64, expressions of 10,000 characters,
+YAML aliases adding at most 100,000 values (``model.shape.measure``: a shared node is walked once).
 
 Validation (``validate.py``, ``jqsyntax.py``). Upstream rules and messages (karta.md §2.1, §2.2),
 with libjq compile errors for parse failures and our own parser for the read-only check (so

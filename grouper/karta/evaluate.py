@@ -310,14 +310,16 @@ class Evaluator:
             out = self._adhoc(obj, expr)
         if out.error is not None:
             if out.blame is not None and out.blame != expr:
-                # a timeout in the fused batch: name the expression that ran out of time
+                # a timeout in the fused batch, or the quarantine it led to: the error is about the
+                # expression that ran out of time and its component, not about this innocent one
                 culprit = self._owner_of(out.blame)
+                name = component.name if isinstance(component, Component) else component
+                innocent = f"expression '{expr}'" + (f" of component {name}" if name else "")
+                if out.quarantined:
+                    raise self._err(f"JQ execution error: {out.error} ({innocent} was not evaluated)",
+                                    culprit, out.blame)
                 raise self._err(
-                    f"JQ execution error: not evaluated because expression '{out.blame}'"
-                    + (f" of component {culprit}" if culprit else "")
-                    + " timed out first",
-                    component,
-                    expr,
+                    f"JQ execution error: timed out, so {innocent} was not evaluated", culprit, out.blame
                 )
             raise self._err(f"JQ execution error: {out.error}", component, expr)
         return list(out.values)

@@ -53,6 +53,15 @@ class JqTimeout(JqError):
     pass
 
 
+class JqQuarantined(JqError):
+    """The definition's sandbox lane is quarantined after repeated timeouts (``sandbox.Lane``).
+    ``culprit``: the last expression found to time out on its own, None when none is known."""
+
+    def __init__(self, message: str, culprit: str | None = None) -> None:
+        super().__init__(message)
+        self.culprit = culprit
+
+
 def too_many_results(max_outputs: int) -> str:
     return f"query results exceed the allowed number {max_outputs}"
 
@@ -259,6 +268,7 @@ class Outcome:
     values: tuple[Any, ...] = ()
     error: str | None = None
     blame: str | None = None
+    quarantined: bool = False  # ``error`` is the lane's quarantine (``blame``: the expression that caused it)
 
     @property
     def ok(self) -> bool:
@@ -383,6 +393,8 @@ def evaluate_many(
     distinct = list(dict.fromkeys(exprs))
     try:
         results, good = _compilable(distinct, runner, timeout_s)
+    except JqQuarantined as exc:
+        return {expr: _quarantined(exc) for expr in distinct}
     except JqError as exc:
         return {expr: Outcome(error=str(exc)) for expr in distinct}
     if not good:
@@ -390,6 +402,8 @@ def evaluate_many(
     if len(good) > 1:
         try:
             out = runner.run(fused_program(good, max_outputs), input_text, 2, timeout_s)
+        except JqQuarantined as exc:
+            return {**results, **{expr: _quarantined(exc) for expr in good}}
         except JqTimeout:
             out = None
         except JqError:
@@ -407,12 +421,21 @@ def evaluate_many(
             continue
         try:
             results[expr] = Outcome(values=tuple(runner.run(expr, input_text, max_outputs, timeout_s)))
+        except JqQuarantined as e:
+            results[expr] = _quarantined(e)
         except JqTimeout as e:
             culprit = expr
             results[expr] = Outcome(error=str(e))
+            note = getattr(runner, "note_timeout", None)  # a sandbox lane names it when it quarantines
+            if note is not None:
+                note(expr)
         except JqError as e:
             results[expr] = Outcome(error=str(e))
     return results
+
+
+def _quarantined(exc: JqQuarantined) -> Outcome:
+    return Outcome(error=str(exc), blame=exc.culprit, quarantined=True)
 
 
 # Several objects in one run: the sandbox's cost is mostly the round trip to its worker process

@@ -46,6 +46,7 @@ from grouper.karta.model import (
     TopologySpec,
 )
 from grouper.model.objects import GVK
+from grouper.model.shape import ShapeError, measure
 
 ACCEPTED = {(KARTA_API_VERSION, KARTA_KIND), (LEGACY_API_VERSION, LEGACY_KIND)}
 _LIST_KINDS = {"KartaList", "ResourceInterfaceList", "List"}
@@ -329,26 +330,12 @@ MAX_COMPONENT_DEPTH = 32  # ownerRef chain length from a child up to the root
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
-def _nesting(value: Any, limit: int) -> int | None:
-    """Depth of ``value`` if at most ``limit``, else None (iterative: no recursion limit)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    deepest = 0
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return None
-        deepest = max(deepest, d)
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return deepest
-
-
 def check_limits(obj: dict[str, Any]) -> None:
     """Raise ``KartaLoadError`` when ``obj`` is beyond the input limits (before parsing it)."""
-    if _nesting(obj, MAX_NESTING) is None:
-        raise KartaLoadError(f"the object nests deeper than {MAX_NESTING} levels")
+    try:  # first: the checks below walk the object as a tree (YAML aliases share nodes: see model.shape)
+        measure(obj, max_depth=MAX_NESTING)
+    except ShapeError as e:
+        raise KartaLoadError(e.message, field=e.field or None) from None
     spec = obj.get("spec")
     sd = spec.get("structureDefinition") if isinstance(spec, dict) else None
     kids = sd.get("childComponents") if isinstance(sd, dict) else None

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grouper.karta.jqrun import JqCompileError, JqError, JqTimeout
+from grouper.karta.jqrun import JqCompileError, JqError, JqQuarantined, JqTimeout
 
 _WORKER = str(Path(__file__).with_name("_jqworker.py"))
 
@@ -51,10 +51,6 @@ DEFAULT_MAX_RESPONSE = 16 << 20
 
 class JqWorkerDied(JqError):
     """The worker exited mid-query (libjq aborts when it hits the memory cap)."""
-
-
-class JqQuarantined(JqError):
-    """The definition's lane is quarantined after repeated timeouts."""
 
 
 class _Worker:
@@ -223,13 +219,30 @@ class Lane:
         self.worker: _Worker | None = None
         self.lock = threading.Lock()
         self.timeouts = 0  # consecutive
-        self.quarantine: str | None = None
+        self.quarantined_limit: float | None = None  # the per-query limit when it was quarantined
+        self.culprit: str | None = None  # the last expression that timed out on its own
         self.last_used = time.monotonic()
+
+    @property
+    def quarantine(self) -> str | None:
+        """Why the lane is quarantined (naming the expression that timed out, when one is known), or None."""
+        if self.quarantined_limit is None:
+            return None
+        last = f"; the last to time out: expression '{self.culprit}'" if self.culprit is not None else ""
+        return (
+            f"quarantined after {self.pool.quarantine_after} consecutive jq timeouts "
+            f"(limit {self.quarantined_limit:g}s each{last}); any change to the definition lifts it"
+        )
+
+    def note_timeout(self, expression: str) -> None:
+        """``expression``, run alone, timed out (``jqrun.evaluate_many`` tracing a fused timeout): the
+        quarantine's message and ``JqQuarantined`` name it, since its batch-mates are not at fault."""
+        self.culprit = expression
 
     def _query(self, request: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
         with self.lock:
             if self.quarantine is not None:
-                raise JqQuarantined(self.quarantine)
+                raise JqQuarantined(self.quarantine, self.culprit)
             self.last_used = time.monotonic()
             worker = self.worker
             if worker is None or not worker.alive():
@@ -244,10 +257,7 @@ class Lane:
                 if isinstance(e, JqTimeout):
                     self.timeouts += 1
                     if self.timeouts >= self.pool.quarantine_after:
-                        self.quarantine = (
-                            f"quarantined after {self.timeouts} consecutive jq timeouts "
-                            f"(limit {timeout_s:g}s each); any change to the definition lifts it"
-                        )
+                        self.quarantined_limit = timeout_s or 0.0
                 raise
             self.timeouts = 0
             self.last_used = time.monotonic()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -27,9 +28,16 @@ from grouper.karta import jqsyntax
 from grouper.karta.jqrun import CompileChecker, JqError, compile_errors
 from grouper.karta.jqsyntax import MAX_EXPRESSION_LENGTH
 from grouper.karta.model import STATUS_KEYS, Component, KartaDefinition, TopologySpec
+from grouper.karta.values import go_quote
+from grouper.model.errors import shown
+from grouper.model.podgroup import MAX_GANG_PODS
 
 GROUPLESS_ROOT_KINDS = frozenset({"Pod"})
 GANG_PATH = "spec.optimizationInstructions.gangScheduling"
+DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS_LABEL_MAX = 63
+# what may follow "pg-<uid>-" in a DNS-1123 subdomain (dots allowed, each part alphanumeric at both ends)
+PG_NAME_RE = re.compile(r"[-a-z0-9]*[a-z0-9](\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,17 @@ def _policy_uncached(expr: str) -> tuple[str, ...]:
     return tuple(f"JQ expression failed validation: {r}" for r in reasons)
 
 
+def _int_literal(expr: str) -> int | None:
+    """The integer an expression always yields when it is a number literal (``"1000000"``, ``1e6``), else None."""
+    try:
+        value = json.loads(expr)
+    except ValueError:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value == value and abs(value) != float("inf") and float(value).is_integer() else None
+
+
 class _Validator:
     def __init__(self, defn: KartaDefinition, checker: CompileChecker | None) -> None:
         self.d = defn
@@ -297,6 +316,16 @@ class _Validator:
                     )
                 if cts.value and not cts.key_path:
                     self.error(f"{sp}.componentTypeSelector.value", "value requires keyPath")
+        if c.scale:
+            for name, expr in c.scale.paths().items():
+                literal = _int_literal(expr)
+                if name != "maxReplicas" and literal is not None and literal > MAX_GANG_PODS:
+                    self.warn(
+                        f"{c.path}.scaleDefinition.{name}Path",
+                        f"{name} is always {shown(literal)}, above {MAX_GANG_PODS:,} pods (Kubernetes' envelope is "
+                        "150,000 pods per cluster): a gang that waits for them can never be scheduled",
+                        expr,
+                    )
         if c.status and c.status.conditions is not None and not c.status.conditions.path:
             self.error(f"{c.path}.statusDefinition.conditionsDefinition.path", "path is required")
         if c.suspend:
@@ -358,6 +387,15 @@ class _Validator:
             pp = f"{GANG_PATH}.podGroup"
             if not pg.name:
                 self.error(f"{pp}.name", "podGroup name is empty")
+            elif not PG_NAME_RE.match(pg.name):
+                # the PodGroup is named pg-<uid>-<name> (shortened with a hash when over 253 characters,
+                # so only the characters matter): every workload's PodGroup would be refused
+                self.error(
+                    f"{pp}.name",
+                    f"podGroup name {shown(go_quote(pg.name))} makes PodGroup names pg-<uid>-{shown(pg.name)} that "
+                    "are not lowercase RFC 1123 subdomains: use lowercase alphanumerics, '-' and '.', ending with an "
+                    "alphanumeric",
+                )
             if pg.topology is not None:
                 self.topology(f"{pp}.topology", pg.topology)
             seen: set[str] = set()
@@ -373,6 +411,14 @@ class _Validator:
                 elif sg.component_name in seen:
                     self.error(
                         f"{sp}.componentName", f"sub-group component '{sg.component_name}' is listed twice"
+                    )
+                elif len(sg.component_name) > DNS_LABEL_MAX or not DNS_LABEL_RE.match(sg.component_name):
+                    # the component's name becomes the sub-group's name, the kai.scheduler/subgroup-name label
+                    self.error(
+                        f"{sp}.componentName",
+                        f"component name {shown(go_quote(sg.component_name))} becomes a sub-group name (the "
+                        "kai.scheduler/subgroup-name label value) and must be an RFC 1123 DNS label: at most "
+                        f"{DNS_LABEL_MAX} lowercase alphanumerics or '-', starting and ending with an alphanumeric",
                     )
                 seen.add(sg.component_name)
                 if sg.topology is not None:

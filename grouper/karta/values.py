@@ -14,6 +14,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from grouper.model.errors import shown
+
 _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -136,18 +138,18 @@ def decode_int32(value: Any, what: str, index: int) -> int | None:
         raise ValueError(f"{what} value {go_sprint(value)} at index {index} is not a number")
     if isinstance(value, str):
         if not _INT_RE.match(value):
-            raise ValueError(f"{what} value {go_quote(value)} at index {index} is not a number")
+            raise ValueError(f"{what} value {shown(go_quote(value))} at index {index} is not a number")
         n = int(value)
     elif isinstance(value, int):
         n = value
     elif isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
-            raise ValueError(f"{what} value {go_sprint(value)} at index {index} is not an integer")
+            raise ValueError(f"{what} value {shown(go_sprint(value))} at index {index} is not an integer")
         n = int(value)
     else:
-        raise ValueError(f"{what} value {gojq_json(value)} at index {index} is not a number")
+        raise ValueError(f"{what} value {shown(gojq_json(value))} at index {index} is not a number")
     if not INT32_MIN <= n <= INT32_MAX:
-        raise ValueError(f"{what} value {n} at index {index} is out of range for int32")
+        raise ValueError(f"{what} value {shown(n)} at index {index} is out of range for int32")
     return n
 
 

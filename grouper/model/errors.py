@@ -6,6 +6,24 @@ message a person reads.
 
 from __future__ import annotations
 
+import re
+
+_NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+SHOWN_MAX = 64  # characters of one value in a message
+
+
+def shown(text: object, limit: int = SHOWN_MAX) -> str:
+    """``text`` (a value as a message shows it) cut to ``limit`` characters: a 309-digit number becomes
+    ``100000000000…(309 digits)``, a long string its start and its length. Messages reach Events, logs
+    and terminals: a hostile value must not fill them."""
+    s = str(text)
+    if len(s) <= limit:
+        return s
+    if _NUMBER.fullmatch(s):
+        digits = sum(c.isdigit() for c in s)
+        return f"{s[:12]}…({digits} digits)"
+    return f"{s[: limit - 16]}…({len(s)} characters)"
+
 
 class GroupingError(Exception):
     """A pod could not be grouped. Affects that pod (or workload) only, never the service.

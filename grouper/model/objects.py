@@ -70,6 +70,22 @@ def annotations(obj: Obj) -> dict[str, str]:
     return meta(obj).get("annotations") or {}
 
 
+def metadata_problem(obj: Obj) -> tuple[str, str] | None:
+    """(field, problem) when ``metadata`` or its label/annotation maps are not mappings. The API server
+    never serves such an object, but files do (``grouper plan``, ``describe -f``), and every reader
+    above treats them as mappings; the grouping core checks each object it reads with this first."""
+    m = obj.get("metadata") if isinstance(obj, dict) else None
+    if m is None:
+        return None
+    if not isinstance(m, dict):
+        return "metadata", f"expected an object, got {type(m).__name__}"
+    for section in ("labels", "annotations"):
+        v = m.get(section)
+        if v is not None and not isinstance(v, dict):
+            return f"metadata.{section}", f"expected a map of strings, got {type(v).__name__}"
+    return None
+
+
 def owner_references(obj: Obj) -> list[dict[str, Any]]:
     return meta(obj).get("ownerReferences") or []
 

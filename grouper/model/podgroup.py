@@ -12,6 +12,11 @@ from typing import Any, NamedTuple
 
 from grouper.model.metadata_limits import Dropped, bound_metadata
 
+# Kubernetes' scalability envelope is 150,000 pods per cluster (110 per node on 5,000 nodes): a gang that
+# needs more than 100,000 pods at once cannot be placed on any cluster that exists (a warning, not an
+# error: core.satisfiable in plans, karta.validate for literal replica counts).
+MAX_GANG_PODS = 100_000
+
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 PODGROUP_KIND = "PodGroup"
 # What the grouper writes on each pod (KAI's names): the PodGroup annotation and the sub-group label.

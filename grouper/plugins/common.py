@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden, OwnerNotFound
+from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden, OwnerNotFound, shown
 from grouper.model.objects import GVK, Obj, describe, meta, name, uid, with_pod_typemeta
 from grouper.model.podgroup import TOP_OWNER_METADATA_ANNOTATION as _TOP_OWNER_METADATA
 from grouper.model.podgroup import TopologyConstraint
@@ -157,13 +157,13 @@ def parse_int(
     else:
         parsed = None
     if parsed is None:
-        shown = json.dumps(value) if isinstance(value, str) else repr(value)
-        raise InvalidWorkload(f"{shown} is not an integer", obj=obj, field=field)
+        text = json.dumps(value) if isinstance(value, str) else repr(value)
+        raise InvalidWorkload(f"{shown(text)} is not an integer", obj=obj, field=field)
     if minimum is not None and parsed < minimum:
-        raise InvalidWorkload(f"{parsed} is not valid: it must be >= {minimum}", obj=obj, field=field)
+        raise InvalidWorkload(f"{shown(parsed)} is not valid: it must be >= {minimum}", obj=obj, field=field)
     lower = INT32_MIN if maximum == INT32_MAX else None
     if (maximum is not None and parsed > maximum) or (lower is not None and parsed < lower):
-        raise InvalidWorkload(f"{parsed} is out of range (at most {maximum})", obj=obj, field=field)
+        raise InvalidWorkload(f"{shown(parsed)} is out of range (at most {maximum})", obj=obj, field=field)
     return parsed
 
 

@@ -197,3 +197,49 @@ def test_list_json_with_own_catalog(defs_dir: Path, tmp_path: Path, capsys: pyte
 def test_definitions_without_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["definitions"]) == 2
     assert "validate" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- what plan would reject for every workload
+
+
+BATCHLING = (REPO / "examples" / "batchling-karta.yaml").read_text()
+
+
+def test_two_kartas_for_one_kind_are_invalid_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan: "found multiple Kartas with gang scheduling instructions" for every workload of the kind."""
+    d = tmp_path / "defs"
+    d.mkdir()
+    (d / "a.yaml").write_text(BATCHLING)
+    (d / "b.yaml").write_text(BATCHLING.replace("name: example-com-batchling-v1", "name: second-batchling", 1))
+    code = main(["definitions", "validate", str(d)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert out.count("found multiple Kartas with gang scheduling instructions for example.com/v1, Kind=Batchling") == 2
+    assert "example-com-batchling-v1" in out and "second-batchling" in out
+    (d / "b.yaml").unlink()
+    assert main(["definitions", "validate", str(d)]) == 0
+
+
+@pytest.mark.parametrize(
+    "old,new,field,expected",
+    [("        name: batchling\n", "        name: Batch_Ling\n", "podGroup.name", 'podGroup name "Batch_Ling" makes PodGroup names'),
+     ("componentName: worker", "componentName: Worker_1", "podGroup.subGroups[1].componentName",
+      'component name "Worker_1" becomes a sub-group name')],
+    ids=["podGroup name", "component name"],
+)
+def test_names_plan_would_refuse_are_invalid(
+    old: str, new: str, field: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = BATCHLING.replace(old, new)
+    if "Worker_1" in new:
+        text = text.replace("- name: worker\n", "- name: Worker_1\n").replace("ownerRef: worker", "ownerRef: Worker_1")
+    assert text != BATCHLING
+    f = tmp_path / "k.yaml"
+    f.write_text(text)
+    code = main(["definitions", "validate", str(f)])
+    out = capsys.readouterr().out
+    assert code == 1 and f"gangScheduling.{field}: {expected}" in out, out
+    # and plan, over a workload of the kind, refuses it the same way (before: only plan did, per pod)
+    code = main(["plan", "-f", str(f), "-f", str(REPO / "examples" / "custom-batchling.yaml")])
+    out = capsys.readouterr()
+    assert code == 2 and expected in out.err, out

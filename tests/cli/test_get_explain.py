@@ -219,3 +219,23 @@ def test_get_podgroups_reports_workloads_that_could_not_be_grouped(capsys: pytes
         assert "kai.scheduler/batch-min-member" in err and "NOT GROUPED batch/Pod/orphan (1 pods)" in err
         code, out, _ = run_cli(capsys, "get", "podgroups", "-n", "batch", "-o", "json", "--server", url)
         assert [e["workload"]["name"] for e in json.loads(out)["errors"]] == ["broken", "orphan"]
+
+
+def test_explain_warns_of_a_pod_relabelled_out_of_its_component(
+    capsys: pytest.CaptureFixture[str], cluster: Any, kube: Kube, workloads: str
+) -> None:
+    """A Batchling worker relabelled out of its component is in no sub-group: explain says so as a warning
+    (``core.satisfiable``), and says nothing of the kind for a pod that is where it belongs."""
+    ns = workloads
+    kc = cluster.kubeconfig_path
+    code, out, _ = run_cli(capsys, "explain", "sim-sweep-worker-1", "-n", ns, "--kubeconfig", kc)
+    assert code == 0 and "Warnings" not in out, out
+    kube.patch(f"/api/v1/namespaces/{ns}/pods/sim-sweep-worker-2",
+               {"metadata": {"labels": {"example.com/role": "other"}}})
+    code, out, _ = run_cli(capsys, "explain", "sim-sweep-worker-2", "-n", ns, "--kubeconfig", kc)
+    assert code == 0, out
+    assert "Warnings (the gang can never be satisfied as it stands):" in out
+    assert "pod sim-sweep-worker-2 is in no sub-group (no component matches, or the pod was relabelled out of its " \
+           "component)" in out
+    code, out, _ = run_cli(capsys, "explain", "sim-sweep-worker-2", "-n", ns, "--kubeconfig", kc, "-o", "json")
+    assert any("is in no sub-group" in w for w in json.loads(out)["podGroup"]["warnings"])

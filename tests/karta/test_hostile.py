@@ -235,3 +235,39 @@ def test_async_upsert_does_not_block_the_event_loop() -> None:
     loaded, ticks = asyncio.run(main())
     assert loaded is not None and loaded.definition.name == "many"
     assert ticks > 1  # the loop kept running while the Karta was validated
+
+
+SLOW_WORKER = "[.spec.w[] as $x | .spec.w[] as $y | .spec.w[] | select(false)] | length"  # valid, data-dependent CPU
+
+
+def _coordinator_worker() -> dict[str, Any]:
+    def child(name: str, replicas: str) -> dict[str, Any]:
+        return {"name": name, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "ownerRef": "root",
+                "scaleDefinition": {"replicasPath": replicas},
+                "podSelector": {"componentTypeSelector": {"keyPath": ".metadata.labels.role", "value": name}}}
+
+    k = _karta("blamed")
+    # the slow worker comes first in the fused batch, so its timeouts are consecutive and quarantine the lane
+    k["spec"]["structureDefinition"]["childComponents"] = [child("worker", SLOW_WORKER), child("coordinator", "1")]
+    return k
+
+
+def test_a_quarantine_names_the_component_and_expression_that_timed_out(pool: SandboxPool) -> None:
+    """Hostile testing: once quarantined, every evaluation failed blaming whichever component was asked
+    first (``component coordinator ... (expression '1')``), not the worker expression that timed out."""
+    reg = DefinitionRegistry(pool=pool, timeout_s=0.3)
+    loaded = reg.upsert_cluster_object(_coordinator_worker())
+    assert loaded is not None and loaded.report.ok, loaded and loaded.report.errors
+    ev = reg.evaluator(loaded.definition)
+    messages: list[KartaEvalError] = []
+    for version in range(3):  # each new object version pays its own timeouts until the lane is quarantined
+        obj = {"metadata": {"uid": "u", "resourceVersion": str(version)}, "spec": {"w": list(range(300))}}
+        with pytest.raises(KartaEvalError) as caught:
+            ev.scale(obj, "coordinator")
+        messages.append(caught.value)
+    assert reg.quarantine(loaded.definition) is not None
+    assert f"the last to time out: expression '{SLOW_WORKER}'" in reg.quarantined()["blamed"]
+    for e in messages:
+        assert (e.component, e.expression) == ("worker", SLOW_WORKER), str(e)
+        assert "expression '1' of component coordinator was not evaluated" in str(e)
+    assert "quarantined" in str(messages[-1])

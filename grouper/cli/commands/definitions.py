@@ -72,6 +72,7 @@ class _Checked:
     gvk: dict[str, str]
     errors: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    gang: bool = False  # has gang scheduling instructions (two for one kind: neither is used)
 
     @property
     def valid(self) -> bool:
@@ -102,7 +103,29 @@ def _check(defn: Any, source: str) -> _Checked:
         gvk={"group": defn.gvk.group, "version": defn.gvk.version, "kind": defn.gvk.kind},
         errors=[_issue(i) for i in report.errors],
         warnings=[_issue(i) for i in report.warnings],
+        gang=defn.gang is not None and defn.gang.has_instructions and not defn.deleting,
     )
+
+
+def _same_kind(checked: list[_Checked]) -> None:
+    """What the registry does with two usable Kartas with gang instructions for one root kind (kai's
+    "found multiple Kartas"): neither is used, every workload of the kind falls back to the default
+    grouper. Among the definitions validated together, that is an error on each of them."""
+    by_kind: dict[tuple[str, str, str], list[_Checked]] = {}
+    for c in checked:
+        if c.valid and c.gang:
+            by_kind.setdefault((c.gvk["group"], c.gvk["version"], c.gvk["kind"]), []).append(c)
+    for same in by_kind.values():
+        if len(same) < 2:
+            continue
+        names = ", ".join(sorted(f"{c.name} ({c.source})" for c in same))
+        for c in same:
+            c.errors.append({
+                "field": "spec.structureDefinition.rootComponent.kind",
+                "message": f"found multiple Kartas with gang scheduling instructions for {_gvk_line(c.gvk)}: {names} "
+                           "(neither is used: the grouper reports this for every workload of the kind)",
+                "expression": None,
+            })
 
 
 def _files(path: Path) -> list[Path]:
@@ -177,6 +200,7 @@ def run_validate(args: argparse.Namespace) -> int:
                 checked.append(_check(from_object(obj, source), source))
             except KartaLoadError as exc:
                 load_errors.append(_load_error(source, exc))
+    _same_kind(checked)
     ok = not load_errors and not io_errors and all(c.valid for c in checked)
     for problem in io_errors:
         print(f"error: {problem}", file=sys.stderr)

@@ -144,13 +144,18 @@ def _pick_definition(registry: Any, gvk: Any) -> tuple[Any, str | None]:
 def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definitions_dir: Path | None) -> int:
     from grouper.describe import build_describe
     from grouper.karta import KartaEvalError
-    from grouper.manifests import ManifestError, load_manifests
+    from grouper.manifests import ManifestError, load_manifests, schema_problem
     from grouper.model.objects import GVK, name, owner_references
 
     try:
         manifests = load_manifests(args.filename)
     except ManifestError as e:
         return _fail(EXIT_USAGE, str(e))
+    for m in manifests:
+        problem = schema_problem(m.obj)
+        if problem is not None:
+            meta = m.obj["metadata"]
+            return _fail(EXIT_USAGE, f"{m.source}: {m.obj['kind']} {meta['name']}: field {problem[0]}: {problem[1]}")
     builtins = _builtins(definitions_dir)
     kartas: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from grouper.cli.commands.get import ServerError, server_get
 from grouper.cli.common import add_grouping_flags, add_target_flags, default_definitions_dir, grouping_config
 from grouper.cli.live_lookups import LiveLookups
 from grouper.cli.live_workload import PODGROUPS, PODS, list_kartas
+from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.kube.config import KubeConfigError
 from grouper.kube.sync import SyncKube
 from grouper.kube.transport import ApiError
@@ -123,6 +124,11 @@ def explain_text(rec: dict[str, Any], pod_group: dict[str, Any] | None, actual: 
                 if s.get("parent"):
                     lines.append(f"It is a child of sub-group {s['parent']}.")
 
+    warnings = (pod_group or {}).get("warnings") or []
+    if warnings:
+        lines.append("Warnings (the gang can never be satisfied as it stands):")
+        lines += [f"  - {w}" for w in warnings]
+
     prov = rec.get("provenance") or {}
     if prov:
         lines.append("Where the values came from:")
@@ -222,6 +228,9 @@ def from_cluster(args: argparse.Namespace, kube: SyncKube, namespace: str
         unit = "subGroups" if md.min_sub_group is not None else "pods"
         roots_present = sum(1 for s in subs if not s["parent"] and (s["pods"] or s["name"] in children))
         pg_view = {
+            # the members are the pods annotated by a running grouper (and this one): complete only once
+            # the grouper wrote the PodGroup
+            "warnings": unsatisfiable_reasons(md, members, complete=stored is not None),
             "podGroup": md.to_object(),
             "requiredUnit": unit,
             "present": roots_present if unit == "subGroups" else sum(len(v) for v in members.values()),

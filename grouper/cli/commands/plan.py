@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run the grouping core over manifests (workloads, intermediate owners, pods, and optionally "
             "Karta objects, PriorityClasses and the defaults ConfigMap) and print the resulting PodGroups. "
-            "Exit 0 when every handled pod got a decision, 1 when any pod has an error, 2 for unreadable input."
+            "Exit 0 when every handled pod got a decision (warnings, e.g. a gang that can never be satisfied, "
+            "do not change it), 1 when any pod has an error, 2 for unreadable input."
         ),
     )
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
@@ -166,6 +167,7 @@ def render_table(result: PlanResult, data: dict[str, Any]) -> str:
         lines.append(f"skipped pod {d.pod_key}: {d.reason} ({d.message})")
     for d in result.errors:
         lines.append(f"ERROR pod {d.pod_key}: {d.message}")
+    lines.extend(f"warning: {w}" for w in data.get("warnings") or ())
     if not lines:
         lines.append("no pods found in the input")
     return "\n".join(lines)
