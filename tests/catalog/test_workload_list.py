@@ -76,7 +76,7 @@ def test_table_layout() -> None:
 def test_a_pod_owned_by_a_non_controller_reference_is_part_of_its_owner_not_a_row() -> None:
     """The owner walk follows the first reference when none controls, so the pod belongs to the JobSet's
     workload; listing it as a bare-pod row too showed one pod as two workloads (hostile testing)."""
-    candidates, pods, owners = docs("jobset/running.yaml", "pod/running.yaml")
+    _, pods, owners = docs("jobset/running.yaml", "pod/running.yaml")
     js = next(o for o in owners if o["kind"] == "JobSet")
     adopted = copy.deepcopy(next(p for p in pods if p["metadata"]["name"] == "debug-shell"))
     adopted["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
