@@ -37,6 +37,7 @@ from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.owner_chain import SharedChains
+from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.core.validation import validate_pod_group
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
@@ -645,6 +646,10 @@ class Reconciler:
             ok_groups.add(md.name)
             if g.kept is not None:
                 g.kept.written = self._stored(g)
+        touched = {pg for pg, _ in plan.placement.values()} | {g.metadata.name for g in writes}
+        for g in plan.groups:
+            if g.metadata.name in ok_groups and g.metadata.name in touched:
+                await self._say_unsatisfiable(workload_obj, g, plan.memo)
         kept = sorted(held.names) if held is not None else []
         ok_groups.update(kept)  # stored as they are: their pods can be placed
         for name in kept:
@@ -731,6 +736,38 @@ class Reconciler:
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
         return result
+
+    async def _say_unsatisfiable(self, workload_obj: InvolvedObject, g: _PlannedGroup,
+                                 memo: WorkloadMemo | None) -> None:
+        """A gang that can never be scheduled as it stands (``core/satisfiable.py``, the rules ``grouper
+        plan`` and ``explain`` print): one Warning Event on the workload while the reason stands, none once
+        it is gone. An empty sub-group counts only when the PodGroup has as many pods as its leaf minimums
+        add up to: while a workload's pods are still being created, an empty sub-group proves nothing."""
+        md = g.metadata
+        members: dict[str | None, list[str]] = {}
+        if memo is not None and g.kept is not None:  # the memo's member set: sub-groups list no pods
+            for name in g.pods:
+                m = memo.members.get(name)
+                members.setdefault(m.sub_group if m is not None else None, []).append(name)
+        else:
+            placed: set[str] = set()
+            for sg in md.sub_groups:
+                if sg.pods:
+                    members.setdefault(sg.name, []).extend(sg.pods)
+                    placed.update(sg.pods)
+            loose = [n for n in g.pods if n not in placed]
+            if loose:
+                members[None] = loose
+        parents = {sg.parent for sg in md.sub_groups if sg.parent}
+        need = sum(sg.min_member or 0 for sg in md.sub_groups if sg.name not in parents)
+        reasons = unsatisfiable_reasons(md, members, complete=len(g.pods) >= need)
+        cause = f"Unsatisfiable/{md.name}"
+        if not reasons:
+            self.recorder.clear(workload_obj, cause)
+            return
+        message = "; ".join(reasons)
+        if await self.recorder.report(workload_obj, cause, message):
+            log.warning("%s", message, extra={"podgroup": md.name})
 
     async def _write_group(self, wl: WorkloadKey, plan: _Plan, g: _PlannedGroup) -> tuple[str | None, str | None, bool]:
         """Write one planned PodGroup and record it: (operation, error, whether the error is retryable — the

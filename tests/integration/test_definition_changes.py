@@ -207,3 +207,36 @@ def test_deleting_a_karta_holds_running_gangs(kube: Kube, cluster: Any, scoped: 
 def _worker_template() -> dict[str, Any]:
     docs = list(yaml.safe_load_all((REPO / "examples" / "custom-batchling.yaml").read_text()))
     return docs[2]
+
+
+def unsatisfiable_events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list(f"/api/v1/namespaces/{namespace}/events",
+                                 field_selector=f"involvedObject.name={name},reason=PodGrouperWarning")
+            if "is in no sub-group" in e.get("message", "")]
+
+
+def test_a_gang_that_can_never_be_satisfied_is_a_warning_event_once(kube: Kube, cluster: Any, scoped: str) -> None:
+    """Hostile testing: a pod relabelled out of its component counts toward no sub-group's minimum, and
+    nothing said so. The controller now says it as `grouper plan` and `explain` do (core/satisfiable.py):
+    one Warning Event on the workload while it stands, not one per pass."""
+    ns = scoped
+    kube.create("/apis/run.ai/v1alpha1/kartas", KARTA)
+    try:
+        with GrouperThread(cluster, ns) as grouper:
+            batchling(kube, ns)
+            wait_until(lambda: annotated(kube, ns, 4), 30, what="4 grouped pods")
+            grouper.wait_idle()
+            assert unsatisfiable_events(kube, ns, "sim-sweep") == []  # a sound gang: nothing to say
+            kube.patch(f"/api/v1/namespaces/{ns}/pods/sim-sweep-worker-2",
+                       {"metadata": {"labels": {"example.com/role": "other"}}})
+            wait_until(lambda: unsatisfiable_events(kube, ns, "sim-sweep"), 30, what="the Warning Event")
+            for i in range(3):  # more passes over the same standing cause: no second Event
+                kube.patch(f"/api/v1/namespaces/{ns}/pods/sim-sweep-worker-2",
+                           {"metadata": {"labels": {"unrelated": str(i)}}})
+                grouper.wait_idle()
+            [event] = unsatisfiable_events(kube, ns, "sim-sweep")
+            assert event["involvedObject"]["kind"] == "Batchling" and event["type"] == "Warning"
+            assert "pod sim-sweep-worker-2 is in no sub-group" in event["message"]
+            assert event.get("count", 1) == 1
+    finally:
+        kube.delete(KARTA_PATH, ignore_missing=True)
