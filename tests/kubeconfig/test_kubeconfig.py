@@ -28,6 +28,7 @@ from grouper.kube import config as kube_config
 from grouper.kube import kubeconfig as reader
 from grouper.kube.config import ClusterConfig, KubeConfigError
 from grouper.kube.sync import SyncKube
+from grouper.kube.transport import ApiError
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +66,9 @@ def kubeconfig(
     doc: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": cluster or {"server": "https://127.0.0.1:6443",
-                                                         "insecure-skip-tls-verify": True}}],
-        "users": [{"name": name, "user": user or {"token": f"token-{name}"}}],
+        "clusters": [{"name": name, "cluster": {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": True}
+                      if cluster is None else cluster}],
+        "users": [{"name": name, "user": {"token": f"token-{name}"} if user is None else user}],
         "contexts": [{"name": name, "context": ctx}],
     }
     if current is not None:
@@ -196,7 +197,7 @@ def test_tls_server_name_is_what_the_certificate_is_checked_against(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("cluster", "message"),
+    ("fields", "message"),
     [
         ({}, r"cluster 'c': field 'server' is not set"),
         ({"server": "ftp://x"}, r"cluster 'c': field 'server' must be an http\(s\) URL"),
@@ -214,8 +215,8 @@ def test_tls_server_name_is_what_the_certificate_is_checked_against(tmp_path: Pa
         ({"server": 6443}, r"cluster 'c': field 'server' must be a string, not int"),
     ],
 )
-def test_bad_cluster_fields_name_file_cluster_and_field(tmp_path: Path, cluster: dict[str, Any], message: str) -> None:
-    path = write(tmp_path / "kc", kubeconfig(cluster))
+def test_bad_cluster_fields_name_file_cluster_and_field(tmp_path: Path, fields: dict[str, Any], message: str) -> None:
+    path = write(tmp_path / "kc", kubeconfig(fields))
     with pytest.raises(KubeConfigError, match=rf"^kubeconfig {path}: {message}"):
         load_file(path)
 
@@ -507,8 +508,9 @@ def test_live_exec_plugin_token(cluster: LocalCluster, tmp_path: Path, admin_kub
                                        "command": sys.executable, "args": ["-c", f"print({json.dumps(answer)!r})"]}
     assert "kube-system" in namespaces(write(tmp_path / "kc", doc))
     doc["users"][0]["user"]["exec"]["args"][1] = f"print({json.dumps(answer).replace(token, 'wrong')!r})"
-    with pytest.raises(Exception, match=r"401|Unauthorized"):
+    with pytest.raises(ApiError) as unauthorized:
         namespaces(write(tmp_path / "kc", doc))
+    assert unauthorized.value.status == 401
 
 
 def test_live_client_certificate_data(cluster: LocalCluster, tmp_path: Path, admin_kubeconfig: dict[str, Any]) -> None:
@@ -533,5 +535,6 @@ def test_live_tls_server_name(cluster: LocalCluster, tmp_path: Path, admin_kubec
     doc["clusters"][0]["cluster"]["tls-server-name"] = "kubernetes.default.svc"  # in the serving certificate
     assert "kube-system" in namespaces(write(tmp_path / "good", doc))
     doc["clusters"][0]["cluster"]["tls-server-name"] = "not-the-server.example"
-    with pytest.raises(Exception, match=r"(?i)certificate|hostname"):
+    with pytest.raises(ApiError, match=r"(?i)certificate|hostname") as failed:
         namespaces(write(tmp_path / "bad", doc))
+    assert failed.value.status == 0  # the TLS handshake failed: no answer
