@@ -12,6 +12,7 @@ import yaml
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
+from grouper.kube.sync import SyncKube
 
 pytestmark = pytest.mark.cluster
 
@@ -482,14 +483,10 @@ def test_rbac_with_service_account_tokens(cluster: LocalCluster, kube: Kube, nam
         assert anon.request("GET", f"/api/v1/namespaces/{namespace}/pods").status_code == 401
 
 
-def test_admin_kubeconfig_works_with_kubernetes_client(cluster: LocalCluster, namespace: str) -> None:
-    kubernetes = pytest.importorskip("kubernetes")
-    api_client = kubernetes.config.new_client_from_config(config_file=cluster.kubeconfig_path)
-    try:
-        sas = kubernetes.client.CoreV1Api(api_client).list_namespaced_service_account(namespace)
-        assert "default" in [sa.metadata.name for sa in sas.items]
-    finally:
-        api_client.close()
+def test_admin_kubeconfig_works_with_the_grouper_kubeconfig_reader(cluster: LocalCluster, namespace: str) -> None:
+    with SyncKube.connect(cluster.kubeconfig_path) as kube:
+        sas = kube.list_items(f"/api/v1/namespaces/{namespace}/serviceaccounts")
+    assert "default" in [sa["metadata"]["name"] for sa in sas]
 
 
 def test_cpu_seconds_of_a_component_grows_with_the_work_it_serves(cluster: LocalCluster, kube: Kube) -> None:
