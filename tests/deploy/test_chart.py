@@ -137,7 +137,7 @@ def test_notes_port_forward_does_not_block_the_curl() -> None:
     """Reproduction: NOTES said `kubectl port-forward ... && curl ...`; port-forward never exits, so the curl
     never ran. Now port-forward goes to the background on its own line, the curl follows on the next."""
     notes = (REPO / "deploy" / "chart" / "templates" / "NOTES.txt").read_text()
-    forward = next(line for line in notes.splitlines() if "port-forward" in line)
+    forward = next(line for line in notes.splitlines() if "kubectl" in line and "port-forward" in line)
     assert "&&" not in forward and "curl" not in forward and forward.rstrip().endswith("&")
     curl = notes.splitlines()[notes.splitlines().index(forward) + 1]
     assert curl.lstrip().startswith("curl -H \"Authorization: Bearer ") and "/podgroups" in curl
