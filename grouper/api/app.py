@@ -1,6 +1,7 @@
 """The FastAPI application factory. One port serves health, metrics and the API.
 
-``grouper run --http-bind-address`` (default ``0.0.0.0:8080``, all interfaces) serves this app with uvicorn
+``grouper run --http-bind-address`` (default ``127.0.0.1:8080``, loopback only; the chart binds the pod's
+``0.0.0.0:<service.port>``) serves this app with uvicorn
 on the controller's asyncio loop. Every endpoint is ``async`` and only reads in-memory state, so it never
 races the controller and never waits on the API server — except ``/workloads/...?live=true``, which reads
 that one workload from the API server.
@@ -15,15 +16,14 @@ that one workload from the API server.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
 - ``GET /docs``, ``GET /openapi.json`` — the schema.
 
-Read-only: GET (and HEAD) only, anything else is 405. Who may read what is decided by ``access`` (an
-:class:`grouper.api.auth.ApiAccess`; ``grouper run`` passes TokenReview + SubjectAccessReview, see
-:mod:`grouper.api.auth`): every path except ``/healthz`` and ``/readyz`` needs a bearer token (401), and
-each endpoint one Kubernetes permission of the caller (403): ``/metrics`` ``get`` on the non-resource URL
-``/metrics``; ``/podgroups`` ``list podgroups`` (cluster-wide, else filtered to the namespaces where the
-caller may); ``/podgroups/{ns}/{name}`` ``get podgroups``; ``/pods/{ns}/{name}`` ``get pods``;
-``/workloads/{ns}/...`` ``get podgroups`` in ``ns`` and with ``?live=true`` also ``get`` on the workload's
-kind; ``/definitions`` ``list kartas``; ``/docs`` and ``/openapi.json`` only a valid token. Without
-``access`` the app is open, or guarded by one static token when ``AppState.auth_token_file`` /
+Read-only: GET (and HEAD) only, anything else is 405. Who may read what: each route's permission is
+declared in :data:`grouper.api.permissions.ROUTES` and checked by one guard before the endpoint runs (an app
+with a route missing from the table is not built); ``access`` (an :class:`grouper.api.auth.ApiAccess`;
+``grouper run`` passes TokenReview + SubjectAccessReview, see :mod:`grouper.api.auth`) answers the checks:
+every path except ``/healthz`` and ``/readyz`` needs a bearer token (401), and each route the Kubernetes
+permission the table names (403 naming it). ``/podgroups`` and ``/workloads`` show only the namespaces where
+the caller may ``list podgroups`` (everything with the right cluster-wide; 403 when none). Without ``access``
+the app is open, or guarded by one static token when ``AppState.auth_token_file`` /
 ``settings.http_auth_token_file`` is set.
 """
 
@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -40,15 +41,15 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from grouper import __version__
 from grouper.api import health
 from grouper.api.auth import (
     ANONYMOUS,
-    METRICS,
     ApiAccess,
     Attributes,
     AuthError,
@@ -70,7 +71,16 @@ from grouper.api.models import (
     WorkloadRef,
 )
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
-from grouper.api.security import OPEN_PATHS
+from grouper.api.permissions import (
+    AUTHENTICATED,
+    ROUTES,
+    NamespaceList,
+    NonResource,
+    Permission,
+    Public,
+    Resource,
+    undeclared,
+)
 from grouper.api.selectors import SelectorError, parse_selector
 from grouper.api.state import AppState, HealthSnapshot, StateReader, safe_get
 from grouper.api.views import ListFilters, Views, kind_matches, scrub
@@ -109,14 +119,39 @@ def _validation_errors(exc: RequestValidationError) -> tuple[str, list[dict[str,
     return "; ".join(parts) or "invalid request", jsonable_encoder(errors)
 
 
-class _Guard:
-    """Read-only methods, then the bearer token (all paths but the probes'); the caller is left in the
-    request's state for the endpoints' authorization. Plain ASGI: Starlette's ``BaseHTTPMiddleware``
-    (``@app.middleware``) runs each request through a task group and memory streams, ~6% of the
-    grouper's CPU under the benchmark's 20 probes a second (``benchmarks/README.md``)."""
+@dataclass(frozen=True)
+class Visible:
+    """The namespaces a namespace-narrowed list may show this caller: ``namespaces`` None means all."""
 
-    def __init__(self, app: ASGIApp, *, access: ApiAccess, guarded: bool) -> None:
+    namespaces: frozenset[str] | None
+
+    def allows(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+
+_SHOW_NOTHING = Visible(frozenset())
+
+
+class _Guard:
+    """Read-only methods, then each route's permission from :data:`grouper.api.permissions.ROUTES`: the
+    bearer token (all routes but the probes'), then the Kubernetes right the table names. The caller and,
+    for namespace-narrowed lists, the namespaces it may see are left in the request's state. A path no route
+    serves still needs a valid token (then 404); a route missing from the table is refused (fail closed).
+    Plain ASGI: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) runs each request through a task
+    group and memory streams, ~6% of the grouper's CPU under the benchmark's 20 probes a second
+    (``benchmarks/README.md``)."""
+
+    def __init__(self, app: ASGIApp, *, access: ApiAccess, guarded: bool, routes: Callable[[], list[BaseRoute]],
+                 namespaces: Callable[[], Iterable[str]]) -> None:
         self.app, self.access, self.guarded = app, access, guarded
+        self.routes, self.namespaces = routes, namespaces
+
+    def _route(self, scope: Scope) -> tuple[str | None, dict[str, Any]]:
+        for route in self.routes():
+            match, child = route.matches(scope)
+            if match != Match.NONE:
+                return str(getattr(route, "path", "")), dict(child.get("path_params") or {})
+        return None, {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,18 +163,49 @@ class _Guard:
                               headers={"Allow": ", ".join(ALLOWED_METHODS)})
             await response(scope, receive, send)
             return
-        if self.guarded and scope["path"] not in OPEN_PATHS:
-            try:
-                user = await self.access.authenticate(Headers(scope=scope).get("authorization"))
-            except AuthError as e:
-                await _error(e.status, e.detail, e.errors, headers=e.headers)(scope, receive, send)
-                return
-            scope.setdefault("state", {})["user"] = user
+        template, params = self._route(scope)
+        permission = AUTHENTICATED if template is None else ROUTES.get(template)
+        try:
+            if permission is None:  # create_app refuses such apps; never serve one unguarded
+                raise AuthError(403, f"forbidden: route {template} declares no permission")
+            state = scope.setdefault("state", {})
+            state["visible"] = await self._authorize(scope, permission, params)
+        except AuthError as e:
+            await _error(e.status, e.detail, e.errors, headers=e.headers)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
+    async def _authorize(self, scope: Scope, permission: Permission, params: dict[str, Any]) -> Visible:
+        if isinstance(permission, Public) or not self.guarded:
+            return Visible(None)
+        client = scope.get("client")
+        user = await self.access.authenticate(Headers(scope=scope).get("authorization"),
+                                              source=str(client[0]) if client else "")
+        scope["state"]["user"] = user
+        if isinstance(permission, NonResource):
+            await self.access.require(user, permission.attributes())
+        elif isinstance(permission, Resource):
+            await self.access.require(user, permission.attributes(params))
+        elif isinstance(permission, NamespaceList):
+            namespace = QueryParams(scope.get("query_string", b"")).get("namespace") or ""
+            if namespace:
+                await self.access.require(user, permission.attributes(namespace))
+                return Visible(frozenset({namespace}))
+            attrs = permission.attributes()
+            readable = await self.access.allowed_namespaces(
+                user, attrs.verb, attrs.group, attrs.resource, self.namespaces())
+            if readable is None:
+                return Visible(None)
+            if not readable:  # nothing at all to show: say which right is missing, not an empty 200
+                raise AuthError(
+                    403,
+                    f'forbidden: user "{user.username}" cannot {attrs.describe()}, nor in any namespace this '
+                    f"grouper has workloads in; pass ?namespace= to ask about one namespace",
+                    errors=[attrs.fields()])
+            return Visible(frozenset(readable))
+        return Visible(None)
 
-PODGROUPS = ("scheduling.run.ai", "podgroups")
-KARTAS = ResourceAttributes("list", "run.ai", "kartas")
+
 
 
 def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> FastAPI:
@@ -155,6 +221,7 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
     guarded = access.mode != "none"
     views = Views(state)
     app = FastAPI(
+        swagger_ui_oauth2_redirect_url=None,  # no OAuth2 here: one route less to guard
         title="kai-pod-grouper",
         version=__version__,
         description=(
@@ -175,6 +242,11 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         user = getattr(request.state, "user", None)
         return user if isinstance(user, UserInfo) else ANONYMOUS
 
+    def visible(request: Request) -> Visible:
+        """What the guard decided this caller may see of a namespace-narrowed list (nothing if it did not)."""
+        decided = getattr(request.state, "visible", None)
+        return decided if isinstance(decided, Visible) else _SHOW_NOTHING
+
     async def need(request: Request, attrs: Attributes) -> None:
         """403 unless the caller may do ``attrs`` (as an HTTPException, so the error handler shapes it)."""
         try:
@@ -182,7 +254,8 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         except AuthError as e:
             raise _AuthHTTPError(e) from None
 
-    app.add_middleware(_Guard, access=access, guarded=guarded)
+    app.add_middleware(_Guard, access=access, guarded=guarded, routes=lambda: app.router.routes,
+                       namespaces=lambda: state.decision_source().namespaces())
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -229,7 +302,6 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
     )
     async def metrics(request: Request) -> Response:
         """All ``podgrouper_*`` metrics of this process (its own registry, no process defaults)."""
-        await need(request, METRICS)
         encoder, content_type = choose_encoder(request.headers.get("accept") or "")
         return Response(encoder(state.registry()), media_type=content_type)
 
@@ -272,17 +344,8 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
             except TokenError as e:
                 raise HTTPException(422, f"query parameter continue: {e}") from e
         filters = ListFilters(namespace, kind, plugin, queue, selector)
-        if namespace:
-            await need(request, ResourceAttributes("list", *PODGROUPS, namespace))
         matches = views.matching_podgroups(filters)
-        readable: set[str] | None = None
-        if not namespace and access.checks_rights:
-            try:
-                readable = await access.allowed_namespaces(
-                    caller(request), "list", *PODGROUPS, _namespaces(state, matches)
-                )
-            except AuthError as e:
-                raise _AuthHTTPError(e) from None
+        readable = visible(request).namespaces
         if readable is None:
             errors = views.workload_errors(filters, (rec for rec, _, _ in matches))
         else:  # only the namespaces this caller may list, each with its own errors
@@ -308,7 +371,6 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         request: Request, namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
     ) -> PodGroupDetail:
         """One PodGroup as decided, its sub-groups and pods, and the decision record explaining it."""
-        await need(request, ResourceAttributes("get", *PODGROUPS, namespace, name))
         detail = views.podgroup_detail(namespace, name)
         if detail is None:
             raise HTTPException(404, f"PodGroup {namespace}/{name} is not managed by this grouper")
@@ -319,7 +381,6 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         request: Request, namespace: Annotated[str, PathParam()], name: Annotated[str, PathParam()]
     ) -> PodDecision:
         """One pod's decision record: its PodGroup and sub-group, the plugin, owners and provenance, last error."""
-        await need(request, ResourceAttributes("get", "", "pods", namespace, name))
         rec = views.pod_decision(namespace, name)
         if rec is None:
             raise HTTPException(404, f"Pod {namespace}/{name} has no decision (not handled by this grouper)")
@@ -329,11 +390,14 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
 
     @app.get("/workloads", response_model=WorkloadList, tags=["workloads"])
     async def list_workloads(
+        request: Request,
         namespace: Annotated[str | None, Query(description="Only this namespace")] = None,
     ) -> WorkloadList:
         """Every workload this grouper grouped pods for: kind, phase, components (``leader(1), worker(2)``)
-        and requested GPUs, from the caches (what ``grouper get workloads --server`` prints)."""
-        items = views.workload_list(namespace)
+        and requested GPUs, from the caches (what ``grouper get workloads --server`` prints). Like
+        ``/podgroups``: only the namespaces where the caller may ``list podgroups``."""
+        shown = visible(request)
+        items = [w for w in views.workload_list(namespace or None) if shown.allows(w.namespace)]
         return WorkloadList(items=items, count=len(items))
 
     @app.get("/workloads/{namespace}/{kind}/{name}", response_model=WorkloadDescribe, tags=["workloads"],
@@ -346,7 +410,6 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         live: Annotated[bool, Query(description="Read the workload from the API server, not the cache")] = False,
     ) -> WorkloadDescribe:
         """The describe tree of one workload (components, instances, pods, PodGroups) from the caches."""
-        await need(request, ResourceAttributes("get", *PODGROUPS, namespace))
         candidates = [(av, k) for av, k in views.known_workload_kinds(namespace) if kind_matches(kind, av, k)]
         if not candidates:
             raise HTTPException(404, f"no workload kind {kind!r} is known to this grouper in namespace {namespace}")
@@ -382,9 +445,11 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
     @app.get("/definitions", response_model=DefinitionList, tags=["definitions"])
     async def list_definitions(request: Request) -> DefinitionList:
         """Loaded Karta definitions: origin, root GVK, validity and validation errors."""
-        await need(request, KARTAS)
         return views.definitions()
 
+    missing = undeclared(str(getattr(r, "path", "")) for r in app.router.routes)
+    if missing:  # every route is authorized by construction: one without a declared permission is a bug
+        raise RuntimeError(f"routes without a permission in grouper.api.permissions.ROUTES: {', '.join(missing)}")
     return app
 
 
@@ -392,18 +457,6 @@ class _AuthHTTPError(StarletteHTTPException):
     def __init__(self, auth: AuthError) -> None:
         super().__init__(auth.status, auth.detail, headers=auth.headers)
         self.auth = auth
-
-
-def _namespaces(state: StateReader, matches: list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]) -> set[str]:
-    """Namespaces a cluster-wide list would show: of the matching PodGroups and of failing pods."""
-    out = {str(rec.get("namespace") or "") for rec, _, _ in matches}
-    for r in state.decision_source().failing_pods(None):  # indexed: not every pod record of the cluster
-        if r.get("outcome") in ("error", "failed"):
-            out.add(str((r.get("pod") or {}).get("namespace") or ""))
-    for rec in state.decision_source().pod_groups(None):  # and of PodGroups whose write failed
-        if not rec.get("ok", True):
-            out.add(str(rec.get("namespace") or ""))
-    return out - {""}
 
 
 async def _resource_of(state: StateReader, api_version: str, kind: str) -> tuple[str, str] | None:

@@ -13,10 +13,10 @@
   caller only the namespaces where a per-namespace review allows it (at most ``max_namespace_reviews``
   namespaces are reviewed per request; beyond that the caller must pass ``?namespace=``).
 
-Answers are cached briefly (authenticated tokens and allowed reviews ``ttl`` seconds, failures and denials
-``negative_ttl``), the cache is bounded, identical concurrent reviews share one request, and reviews have
-their own small rate budget (429 past it) so a flood of random tokens cannot use up the controller's API
-request budget. With ``audiences`` (``--http-auth-audiences``) only tokens bound to one of them are accepted
+Answers are cached briefly (authenticated tokens and allowed reviews ``ttl`` seconds, denials
+``negative_ttl``, failed tokens ``bad_token_ttl``), the caches are bounded, identical concurrent reviews share
+one request, and reviews have their own small rate budgets (429 past them, see :class:`KubeAccess`) so a flood
+of random tokens can neither use up the controller's API request budget nor lock out authenticated callers. With ``audiences`` (``--http-auth-audiences``) only tokens bound to one of them are accepted
 (like kube-rbac-proxy's ``--auth-token-audiences``): such tokens are no good against the API server itself. A review that does not answer within ``timeout`` seconds gives 503; nothing here blocks
 the event loop.
 
@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -144,8 +145,9 @@ class ApiAccess:
     mode: AuthMode = "none"
     checks_rights = False  # False: every authenticated caller may do everything (no per-request review)
 
-    async def authenticate(self, authorization: str | None) -> UserInfo:
-        """The caller of a request with this ``Authorization`` header; raises :class:`AuthError` (401/...)."""
+    async def authenticate(self, authorization: str | None, *, source: str = "") -> UserInfo:
+        """The caller of a request with this ``Authorization`` header from client address ``source``;
+        raises :class:`AuthError` (401/...)."""
         return ANONYMOUS
 
     async def allowed(self, user: UserInfo, attrs: Attributes) -> tuple[bool, str]:
@@ -175,7 +177,7 @@ class StaticTokenAccess(ApiAccess):
     def __init__(self, token_file: str) -> None:
         self.bearer = BearerAuth(token_file)
 
-    async def authenticate(self, authorization: str | None) -> UserInfo:
+    async def authenticate(self, authorization: str | None, *, source: str = "") -> UserInfo:
         if not self.bearer.check(authorization):
             raise unauthenticated("missing or wrong bearer token")
         return UserInfo("kai-pod-grouper:static-token")
@@ -194,7 +196,7 @@ class _Budget:
 
     def take(self) -> bool:
         now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+        self._tokens = min(self.burst, self._tokens + max(0.0, now - self._stamp) * self.rate)
         self._stamp = now
         if self._tokens < 1:
             return False
@@ -202,10 +204,50 @@ class _Budget:
         return True
 
 
+class _SourceBudgets:
+    """One :class:`_Budget` per client address, at most ``max_sources`` of them (the least recently used is
+    dropped; a dropped source starts again with a full bucket, and all of them together are still held to
+    the global budget of new tokens)."""
+
+    def __init__(self, rate: float, burst: int, max_sources: int, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self.max_sources, self._clock = rate, burst, max(1, max_sources), clock
+        self._budgets: OrderedDict[str, _Budget] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._budgets)
+
+    def take(self, source: str) -> bool:
+        budget = self._budgets.get(source)
+        if budget is None:
+            budget = self._budgets[source] = _Budget(self.rate, self.burst, self._clock)
+            while len(self._budgets) > self.max_sources:
+                self._budgets.popitem(last=False)
+        self._budgets.move_to_end(source)
+        return budget.take()
+
+
 class KubeAccess(ApiAccess):
     """TokenReview + SubjectAccessReview through the grouper's own :class:`KubeClient`.
 
     ``client`` is the client or a callable returning it (None while the service is still starting: 503).
+
+    Reviews are sent from separate budgets, so that failed authentication never uses up what authenticated
+    callers need (a flood of random tokens once locked everyone out of one shared budget):
+
+    - a token that failed its review is refused without one for ``bad_token_ttl`` (kept apart from the good
+      tokens, so a flood of bad ones never evicts them);
+    - a token known valid (reviewed valid within ``known_ttl``) whose cached answer expired is reviewed again
+      from the ``known`` budget (``reviews_per_second`` / ``review_burst``), which unknown tokens never touch;
+    - a token never seen before is reviewed only while both its client address's budget
+      (``source_reviews_per_second`` / ``source_review_burst``, at most ``max_sources`` addresses kept) and
+      the budget of all new tokens (``new_token_reviews_per_second`` / ``new_token_burst``) allow it, so one
+      flooding address spends its own small budget and leaves the rest to every other address;
+    - SubjectAccessReviews are only sent for authenticated callers, from their own ``authorization`` budget
+      (``reviews_per_second`` / ``review_burst``).
+
+    Past a budget the request gets 429 with ``Retry-After``. A new token from the very address that floods
+    waits for that address's budget to refill: nothing but the API server tells a new valid token from a
+    random one.
     """
 
     mode: AuthMode = "kubernetes"
@@ -221,29 +263,47 @@ class KubeAccess(ApiAccess):
         max_entries: int = 4096,
         reviews_per_second: float = 20.0,
         review_burst: int = 100,
+        new_token_reviews_per_second: float = 10.0,
+        new_token_burst: int = 50,
+        source_reviews_per_second: float = 1.0,
+        source_review_burst: int = 10,
+        max_sources: int = 1024,
+        bad_token_ttl: float = 60.0,
+        known_ttl: float = 3600.0,
         max_in_flight: int = 16,
         max_namespace_reviews: int = 64,
         audiences: tuple[str, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client: KubeClientSource = client if callable(client) else (lambda: client)
         self.timeout, self.ttl, self.negative_ttl = timeout, ttl, negative_ttl
+        self.bad_token_ttl, self.known_ttl = bad_token_ttl, known_ttl
         self.max_namespace_reviews = max_namespace_reviews
         self.audiences = tuple(a for a in audiences if a)
-        self.tokens: TTLCache[UserInfo | None] = TTLCache(max_entries)
-        self.decisions: TTLCache[tuple[bool, str]] = TTLCache(max_entries)
-        self._budget = _Budget(reviews_per_second, review_burst)
+        self.tokens: TTLCache[UserInfo | None] = TTLCache(max_entries, clock=clock)  # token hash -> user
+        self.bad_tokens: TTLCache[bool] = TTLCache(max_entries, clock=clock)  # token hash: review failed
+        self.known: TTLCache[bool] = TTLCache(max_entries, clock=clock)  # token hash: reviewed valid lately
+        self.decisions: TTLCache[tuple[bool, str]] = TTLCache(max_entries, clock=clock)
+        self._known_budget = _Budget(reviews_per_second, review_burst, clock)
+        self._new_budget = _Budget(new_token_reviews_per_second, new_token_burst, clock)
+        self._sources = _SourceBudgets(source_reviews_per_second, source_review_burst, max_sources, clock)
+        self._access_budget = _Budget(reviews_per_second, review_burst, clock)
         self._in_flight = asyncio.Semaphore(max_in_flight)
         self.reviews_sent = 0
+        self.refused: Counter[str] = Counter()  # 429s by budget: known, new, source, authorization
 
     # ------------------------------------------------------------------ the API server
+
+    def _admit(self, budget: str, ok: bool, why: str) -> None:
+        """429 unless ``ok`` (the budget ``budget`` allowed one more review)."""
+        if not ok:
+            self.refused[budget] += 1
+            raise AuthError(429, f"too many {why}; retry later", headers={"Retry-After": "1"})
 
     async def _post(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
         client = self._client()
         if client is None:
             raise AuthError(503, f"cannot {what} yet: the grouper is still connecting to the API server",
-                            headers={"Retry-After": "1"})
-        if not self._budget.take():
-            raise AuthError(429, f"too many authentication reviews; retry later (cannot {what})",
                             headers={"Retry-After": "1"})
 
         async def send() -> Any:
@@ -267,30 +327,42 @@ class KubeAccess(ApiAccess):
 
     # ------------------------------------------------------------------ authentication
 
-    async def authenticate(self, authorization: str | None) -> UserInfo:
+    async def authenticate(self, authorization: str | None, *, source: str = "") -> UserInfo:
         token = bearer_token(authorization)
         if token is None:
             raise unauthenticated("missing bearer token (Authorization: Bearer <token>)")
         if len(token) > MAX_TOKEN_BYTES:
             raise unauthenticated("invalid bearer token")
         key = hashlib.sha256(token.encode(errors="surrogateescape")).digest()  # never keep the token itself
+        if self.bad_tokens.get(key)[0]:
+            raise unauthenticated("invalid bearer token")
 
         async def review() -> UserInfo | None:
+            if self.known.get(key)[0]:
+                self._admit("known", self._known_budget.take(), "reviews of known tokens")
+            else:  # a new token: its address's budget first, so a flooding address stops at its own
+                self._admit("source", self._sources.take(source),
+                            f"reviews of new bearer tokens from {source or 'this address'}")
+                self._admit("new", self._new_budget.take(), "reviews of new bearer tokens")
             spec: dict[str, Any] = {"token": token}
             if self.audiences:
                 spec["audiences"] = list(self.audiences)
             body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
             return _user(await self._post(TOKEN_REVIEWS, body, "review the bearer token"), self.audiences)
 
-        user = await self.tokens.get_or_load(key, review, lambda u: self.ttl if u else self.negative_ttl)
+        user = await self.tokens.get_or_load(key, review, lambda u: self.ttl if u else 0)
         if user is None:
+            self.bad_tokens.put(key, True, self.bad_token_ttl)
+            self.known.pop(key)
             raise unauthenticated("invalid bearer token")
+        self.known.put(key, True, self.known_ttl)
         return user
 
     # ------------------------------------------------------------------ authorization
 
     async def allowed(self, user: UserInfo, attrs: Attributes) -> tuple[bool, str]:
         async def review() -> tuple[bool, str]:
+            self._admit("authorization", self._access_budget.take(), "authorization reviews")
             spec: dict[str, Any] = {"user": user.username, "groups": list(user.groups), **attrs.review()}
             if user.uid:
                 spec["uid"] = user.uid

@@ -41,6 +41,9 @@ class TTLCache(Generic[V]):
         self._entries.move_to_end(key)
         return True, value
 
+    def pop(self, key: Hashable) -> None:
+        self._entries.pop(key, None)
+
     def put(self, key: Hashable, value: V, ttl: float) -> None:
         if ttl <= 0:
             return

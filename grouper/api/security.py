@@ -1,7 +1,8 @@
 """Optional bearer-token authentication for the HTTP API (``--http-auth-token-file``).
 
 The token file is re-read when its modification time changes, so a rotated Secret takes effect without a
-restart. Tokens are compared in constant time. The probe paths stay open so kubelet can reach them.
+restart. Tokens are compared in constant time. Which paths stay open (the probes, so kubelet reaches them) is
+:data:`grouper.api.permissions.ROUTES`'s decision.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import hmac
 import os
 from pathlib import Path
-
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 class TokenFileError(RuntimeError):
@@ -55,4 +54,4 @@ class BearerAuth:
         return hmac.compare_digest(presented.strip().encode(), self.token())
 
 
-__all__ = ["OPEN_PATHS", "BearerAuth", "TokenFileError"]
+__all__ = ["BearerAuth", "TokenFileError"]

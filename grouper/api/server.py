@@ -1,6 +1,6 @@
 """Serve the API with uvicorn on the *current* asyncio loop, next to the controller.
 
-    server = HttpServer(create_app(state), "0.0.0.0:8080")
+    server = HttpServer(create_app(state), "127.0.0.1:8080")
     await server.start()      # binds now: a busy port fails here, with OSError
     ...
     await server.stop()
@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BIND_ADDRESS = "0.0.0.0:8080"
+DEFAULT_BIND_ADDRESS = "127.0.0.1:8080"  # loopback: exposing the port is a deliberate choice (the chart's)
 
 
 def parse_bind_address(text: str) -> tuple[str, int]:

@@ -41,6 +41,8 @@ class DecisionSource(Protocol):
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    def namespaces(self) -> set[str]: ...
+
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
     def pods_of_group(self, namespace: str, pod_group: str) -> list[dict[str, Any]]: ...
@@ -79,6 +81,9 @@ class HealthLimits:
 class _NoDecisions:
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
+
+    def namespaces(self) -> set[str]:
+        return set()
 
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return []

@@ -522,6 +522,10 @@ class DecisionStore:
         rec = self._pods.get(namespace, {}).get(name)
         return self._render(namespace, name, rec) if rec is not None else None
 
+    def namespaces(self) -> set[str]:
+        """Namespaces holding a pod record or a PodGroup (what the API's namespace-narrowed lists review)."""
+        return {ns for ns, pods in self._pods.items() if pods} | {ns for ns, pgs in self._pod_groups.items() if pgs}
+
     def pods(self, namespace: str | None = None) -> list[Record]:
         if namespace is not None:
             return [self._render(namespace, n, v) for n, v in sorted(self._pods.get(namespace, {}).items())]

@@ -107,7 +107,7 @@ def parse_http_auth(value: str) -> str:
 def parse_bind(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"bind address {value!r}: expected HOST:PORT (e.g. 0.0.0.0:8080)")
+        raise argparse.ArgumentTypeError(f"bind address {value!r}: expected HOST:PORT (e.g. 127.0.0.1:8080)")
     return f"{host or '0.0.0.0'}:{port}"
 
 
@@ -160,7 +160,7 @@ class RunSettings:
     server: str = ""
     token_file: str = ""
     certificate_authority: str = ""
-    http_bind_address: str = "0.0.0.0:8080"
+    http_bind_address: str = "127.0.0.1:8080"  # loopback unless told (the chart binds the pod address)
     http_auth: str = "kubernetes"
     http_auth_token_file: str = ""
     http_auth_audiences: str = ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -188,6 +189,10 @@ def test_list_podgroups_filters(shared_client: TestClient, params: dict[str, str
         ({"limit": "ten"}, "limit"),
         ({"continue": "%%%not-base64"}, "continue"),
         ({"continue": "eyJ2IjoxfQ"}, "continue"),  # valid base64 JSON, wrong shape
+        # reproduction: a token nested 20,000 deep once answered 500 (RecursionError in json.loads)
+        ({"continue": base64.urlsafe_b64encode(b"[" * 20000 + b"]" * 20000).decode()}, "continue"),
+        ({"continue": base64.urlsafe_b64encode(b"[" * 700 + b"]" * 700).decode()}, "nested deeper than 4"),
+        ({"continue": base64.urlsafe_b64encode(b'{"a":' * 6 + b"1" + b"}" * 6).decode()}, "nested deeper"),
     ],
 )
 def test_list_podgroups_rejects_bad_query(shared_client: TestClient, params: dict[str, str], fragment: str) -> None:

@@ -163,8 +163,14 @@ def test_tenant_sees_only_its_namespaces(api: TestClient, server: FakeApiServer)
                                                                                  ("batch", "orphan")]
     b = api.get("/podgroups", headers=bearer("tok-b")).json()
     assert namespaces(b) == {"team-b"} and b["errors"] == []
-    assert api.get("/podgroups", headers=bearer("tok-none")).json() == {"items": [], "errors": [],
-                                                                       "continue": None}
+    # a caller who may list PodGroups nowhere gets 403 naming the right, not an empty list
+    r = api.get("/podgroups", headers=bearer("tok-none"))
+    assert r.status_code == 403 and r.json()["detail"] == (
+        'forbidden: user "nobody" cannot list resource "podgroups" in API group "scheduling.run.ai" at the '
+        "cluster scope, nor in any namespace this grouper has workloads in; pass ?namespace= to ask about one "
+        "namespace")
+    assert r.json()["errors"] == [{"verb": "list", "group": "scheduling.run.ai", "resource": "podgroups",
+                                   "namespace": None, "name": None}]
     # pagination over the filtered list: a tenant never sees another namespace on a later page either
     page = api.get("/podgroups", headers=bearer("tok-a"), params={"limit": 1}).json()
     seen = namespaces(page)
@@ -210,7 +216,7 @@ def test_definitions_and_metrics_rights(api: TestClient) -> None:
     assert "podgrouper_" in api.get("/metrics", headers=bearer("tok-scraper")).text
     r = api.get("/metrics", headers=bearer("tok-a"))
     assert r.status_code == 403 and r.json()["detail"].startswith('forbidden: user "tenant-a" cannot get path "/metrics"')
-    assert api.get("/podgroups", headers=bearer("tok-scraper")).json()["items"] == []  # metrics right only
+    assert api.get("/podgroups", headers=bearer("tok-scraper")).status_code == 403  # metrics right only
 
 
 def test_too_many_namespaces_to_review_asks_for_a_namespace(world_with_errors: World, server: FakeApiServer) -> None:
@@ -304,12 +310,15 @@ def test_api_server_trouble_is_503_not_a_hang(world_with_errors: World, server: 
         assert c.get("/healthz").status_code == 200
 
 
-def test_random_token_flood_hits_the_review_budget(world_with_errors: World, server: FakeApiServer) -> None:
-    access = KubeAccess(server, reviews_per_second=0.001, review_burst=5)  # type: ignore[arg-type]
+def test_random_token_flood_hits_its_address_budget(world_with_errors: World, server: FakeApiServer) -> None:
+    access = KubeAccess(server, source_reviews_per_second=0.001, source_review_burst=5)  # type: ignore[arg-type]
     with TestClient(create_app(world_with_errors.state, access=access)) as c:
         codes = [c.get("/podgroups", headers=bearer(f"random-{i}")).status_code for i in range(8)]
         assert codes == [401] * 5 + [429] * 3
         assert server.reviews(TOKEN_REVIEWS) == 5
+        # a token that failed is refused without another review
+        assert c.get("/podgroups", headers=bearer("random-0")).status_code == 401
+        assert server.reviews(TOKEN_REVIEWS) == 5 and access.refused == {"source": 3}
 
 
 def test_not_connected_yet_is_503(world_with_errors: World) -> None:

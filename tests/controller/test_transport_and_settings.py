@@ -145,7 +145,7 @@ def test_flags_have_kai_defaults() -> None:
     assert s.watch_list is True and parse(["--watch-list=false"]).watch_list is False
     assert (s.leader_election_namespace, s.http_bind_address, s.log_format) == (
         "kai-system",
-        "0.0.0.0:8080",
+        "127.0.0.1:8080",  # loopback by default; the chart passes the pod address
         "json",
     )
 

@@ -101,7 +101,8 @@ def test_default_render_runs_as_documented() -> None:
     assert settings.default_priorities_configmap_name == "kai-pod-grouper-defaults"
     assert settings.default_priorities_configmap_namespace == "kai-system"
     assert settings.identity == "kai-pod-grouper-abc"
-    assert settings.http_bind_address == "0.0.0.0:8080"
+    # the pod address explicitly: outside the chart `grouper run` binds only loopback
+    assert settings.http_bind_address == "0.0.0.0:8080" != RunSettings().http_bind_address == "127.0.0.1:8080"
     assert settings.http_auth == "kubernetes"  # the default, not overridden
     # the Roles name exactly the Lease and ConfigMap the flags name
     lease = one(objs, "Role", "kai-pod-grouper-leader-election")
@@ -126,6 +127,20 @@ def test_default_render_runs_as_documented() -> None:
     assert one(objs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
     assert one(objs, "Service")["spec"]["ports"][0]["port"] == 8080
     assert not [o for o in objs if o["kind"] in ("ServiceMonitor", "Karta")]
+    # /metrics needs a token: no prometheus.io/scrape annotations sending annotation-following scrapers to a 401
+    assert not any(k.startswith("prometheus.io/") for k in dep["spec"]["template"]["metadata"].get("annotations") or {})
+    with_annotations = one(objects(chart.template({"podAnnotations": {"prometheus.io/scrape": "true"}})), "Deployment")
+    assert with_annotations["spec"]["template"]["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+
+
+def test_notes_port_forward_does_not_block_the_curl() -> None:
+    """Reproduction: NOTES said `kubectl port-forward ... && curl ...`; port-forward never exits, so the curl
+    never ran. Now port-forward goes to the background on its own line, the curl follows on the next."""
+    notes = (REPO / "deploy" / "chart" / "templates" / "NOTES.txt").read_text()
+    forward = next(line for line in notes.splitlines() if "kubectl" in line and "port-forward" in line)
+    assert "&&" not in forward and "curl" not in forward and forward.rstrip().endswith("&")
+    curl = notes.splitlines()[notes.splitlines().index(forward) + 1]
+    assert curl.lstrip().startswith("curl -H \"Authorization: Bearer ") and "/podgroups" in curl
 
 
 def test_every_arg_value_reaches_its_flag() -> None:
