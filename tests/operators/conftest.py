@@ -1,7 +1,8 @@
 """Fixtures for tests against real workload operators: one control plane per module with the JobSet
 controller running (``LocalCluster(operators=["jobset"])``: its CRD and webhooks from its Go module), an
 API-server audit log of every write to pods and PodGroups (the evidence the write counts use). Every test
-using ``op_cluster`` is marked ``cluster`` and ``operators``."""
+using ``op_cluster`` is marked ``cluster`` and ``operators``; ``op_sched_cluster`` (the same with a real
+kube-scheduler and kwok nodes) adds ``gang``."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "op_cluster" in getattr(item, "fixturenames", ()):
+        names = set(getattr(item, "fixturenames", ()))
+        if {"op_cluster", "op_sched_cluster"} & names:
             item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.operators)
+        if "op_sched_cluster" in names:
+            item.add_marker(pytest.mark.gang)
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +41,15 @@ def op_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluste
     with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=["jobset"], apiserver_args=args) as c:
         c.audit_log = log  # type: ignore[attr-defined]
         print(f"\n[devcluster] operator cluster up in {c.started_in:.1f}s {c.timings}", file=sys.stderr)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def op_sched_cluster() -> Iterator[LocalCluster]:
+    """The JobSet controller with a real kube-scheduler (Workload API, gang scheduling) and kwok; each test
+    adds its own nodes."""
+    with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=["jobset"], scheduler=True) as c:
+        print(f"\n[devcluster] operator+scheduler cluster up in {c.started_in:.1f}s {c.timings}", file=sys.stderr)
         yield c
 
 
@@ -66,7 +79,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # build the operators once here (not inside the first test) when a selected test runs them
     if session.config.option.collectonly:
         return
-    if any("op_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any({"op_cluster", "op_sched_cluster"} & set(getattr(item, "fixturenames", ())) for item in session.items):
         from devtools.cluster import build
 
         build.ensure_binaries(names=build.OPERATORS)
