@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
+from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, child_jobs, label_namespace
+from controller.harness import jobset as harness_jobset
 from faults.conftest import Audit
 from kube import Kube, KubeError, wait_until
 
@@ -159,6 +160,34 @@ def test_demo_fixtures_are_what_the_real_controllers_create(op_cluster: LocalClu
         okube.delete(f"{JOBSETS.format(ns=ns)}/demo", ignore_missing=True)
 
 
+def test_the_harness_jobs_are_a_true_subset_of_the_real_controllers(op_cluster: LocalCluster, okube: Kube, ons: str) -> None:
+    """tests/controller/harness.py's ``child_jobs`` (the Jobs many controller and gang tests create by hand
+    for a JobSet) names and owns its Jobs as the JobSet controller does, and every label it sets, on the
+    Job and its pod template, has the real controller's value (it sets fewer: those the grouper reads)."""
+    stored = okube.create(JOBSETS.format(ns=ons), harness_jobset("h"))
+    built = {j["metadata"]["name"]: j for j in child_jobs(stored)}
+
+    def jobs() -> Any:
+        _, real, _ = live(okube, ons)
+        return real if len(real) == len(built) else None
+
+    real = {j["metadata"]["name"]: j for j in wait_until(jobs, timeout=90, interval=0.25, what="the Jobs of JobSet h")}
+    assert set(built) == set(real)
+    problems = []
+    for name, job in built.items():
+        got = real[name]
+        refs = [{k: r.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")}
+                for r in got["metadata"]["ownerReferences"]]
+        if refs != job["metadata"]["ownerReferences"]:
+            problems.append(f"Job {name} ownerReferences: harness {job['metadata']['ownerReferences']}, real {refs}")
+        for where, have, want in (
+            ("labels", job["metadata"]["labels"], got["metadata"]["labels"]),
+            ("template.labels", job["spec"]["template"]["metadata"]["labels"], got["spec"]["template"]["metadata"]["labels"]),
+        ):
+            problems += [f"Job {name} {where}[{k}]: harness {v!r}, real {want.get(k)!r}" for k, v in have.items() if want.get(k) != v]
+    assert not problems, "\n".join(problems)
+
+
 # ---------------------------------------------------------------------- the grouper over the real operator
 
 
@@ -255,3 +284,42 @@ def test_grouper_follows_the_real_jobset_controller(
         okube.delete(f"{JOBSETS.format(ns=ns)}/demo")
         wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
                    what="the PodGroup garbage-collected with its JobSet")
+
+
+def test_a_jobset_restart_keeps_its_podgroup_unwritten(
+    op_cluster: LocalCluster, okube: Kube, ons: str, audit: Audit
+) -> None:
+    """A failed pod fails its Job (backoffLimit 0) and the JobSet controller restarts the whole JobSet
+    (failurePolicy.maxRestarts 1): every Job and pod is recreated (restart-attempt 1). The PodGroup is named
+    after the JobSet, so it stays as it is: no write, no second PodGroup; each new pod is written once."""
+    ns = ons
+    label_namespace(okube, ns)
+    js = demo_jobset()
+    js["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    with GrouperThread(op_cluster, ns) as grouper:
+        okube.create(JOBSETS.format(ns=ns), js)
+
+        def grouped(attempt: str) -> Any:
+            _, _, pods = live(okube, ns)
+            ok = len(pods) == 3 and all(
+                (p["metadata"].get("annotations") or {}).get(ANNOTATION)
+                and p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == attempt
+                for p in pods
+            )
+            return pods if ok else None
+
+        before = wait_until(lambda: grouped("0"), timeout=90, interval=0.25, what="3 pods grouped")
+        grouper.wait_idle(timeout=60)
+        (pg,) = okube.list(PODGROUPS.format(ns=ns))
+        since = len(audit.writes(namespace=ns))
+        victim = before[0]["metadata"]["name"]
+        okube.patch(f"/api/v1/namespaces/{ns}/pods/{victim}/status", {"status": {"phase": "Failed"}})
+        after = wait_until(lambda: grouped("1"), timeout=120, interval=0.25, what="the restarted JobSet's 3 pods grouped")
+        grouper.wait_idle(timeout=60)
+        assert not {p["metadata"]["name"] for p in after} & {p["metadata"]["name"] for p in before}
+        (pg_after,) = okube.list(PODGROUPS.format(ns=ns))
+        assert pg_after["metadata"]["name"] == pg["metadata"]["name"]
+        assert pg_after["metadata"]["resourceVersion"] == pg["metadata"]["resourceVersion"]
+        jobsets, jobs, pods = live(okube, ns)
+        assert pg_after["spec"] == planned(jobsets, jobs, pods)["podGroups"][0]["spec"]
+        assert grouper_writes(audit, ns, since) == {"pods": 3}, "one write per new pod, none to the PodGroup"
