@@ -215,6 +215,9 @@ def test_grouper_follows_the_real_jobset_controller(
 ) -> None:
     ns = ons
     label_namespace(okube, ns)
+    # what operators expect of a real cluster: the root-ca-cert-publisher runs with them
+    wait_until(lambda: okube.exists(f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"), 30,
+               what="the kube-root-ca.crt ConfigMap")
     js = demo_jobset()
     for rj in js["spec"]["replicatedJobs"]:
         # a deleted pod counts as a failure of its Job: leave room for the replacement below
