@@ -12,13 +12,14 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster test lint demo bench bench-full clean distclean image helm manifests
+.PHONY: help venv cluster operators test lint demo bench bench-full clean distclean image helm manifests
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
 	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
 	@echo "make image    - build the OCI image with podman (installs podman/runc/mmdebstrap when missing)"
 	@echo "make helm     - build helm from its Go module into .cache/cluster/bin (cached)"
+	@echo "make operators - build the workload operators the tests and the demo run (JobSet) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make lint     - ruff + mypy"
@@ -42,7 +43,7 @@ cluster:
 
 # every test: the image first (installs podman/runc/mmdebstrap when missing; tests/deploy runs the image),
 # then the suite, then the long fuzz run (10,000 generated examples per test, a few minutes)
-test: venv cluster image
+test: venv cluster operators image
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
 
@@ -51,7 +52,7 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-demo: venv cluster
+demo: venv cluster operators
 	$(PY) -m devtools.demo --backend $(BACKEND)
 
 # quick: every benchmarks/bench_*.py (in its --quick mode where it has one; those results go to
@@ -93,6 +94,11 @@ IMAGE_TAG  ?= localhost/kai-pod-grouper:dev
 IMAGE_BASE ?= local
 image:
 	$(PYTHON) -m devtools.image --tag $(IMAGE_TAG) --base $(IMAGE_BASE)
+
+# the real workload operators (devtools/cluster/go/<name>/go.mod), like the control plane; not part of
+# `make cluster` so the control plane stays as fast to build
+operators:
+	$(PYTHON) devtools/cluster/build.py --only jobset
 
 # helm, from its Go module (devtools/helm/go.mod), like the control plane
 helm:

@@ -1,10 +1,11 @@
 """``make demo``: the whole path on a real, local control plane, end to end.
 
 1. builds (first time only) and starts etcd + kube-apiserver + kube-controller-manager on 127.0.0.1;
-2. installs the PodGroup, Karta and JobSet CRDs and the grouper's RBAC from ``deploy/``;
+2. runs the real JobSet controller (``sigs.k8s.io/jobset``, built from its Go module; its CRD and webhooks
+   from that module), installs the PodGroup and Karta CRDs and the grouper's RBAC from ``deploy/``;
 3. runs ``grouper run`` as a separate process with a ServiceAccount token bound to that ClusterRole;
-4. submits ``examples/jobset-demo.yaml`` (a JobSet: leader x1, workers x2, 4 GPUs per pod) with its
-   Jobs created as the JobSet operator would; the real Job controller then creates the pods;
+4. submits only the JobSet of ``examples/jobset-demo.yaml`` (leader x1, workers x2, 4 GPUs per pod): the
+   JobSet controller creates its Jobs and the Job controller their pods;
 5. prints the PodGroup with its sub-groups, each pod's group and sub-group, and the grouper's decisions.
 
 Then it keeps everything up until Ctrl-C (``--once`` exits right away) and stops it cleanly.
@@ -38,10 +39,7 @@ from devtools.cluster.objects import create_manifest, create_object
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_FILE = ROOT / "examples" / "jobset-demo.yaml"
-CRDS = [
-    ROOT / "deploy" / "crds",
-    ROOT / "tests" / "crds" / "jobset.x-k8s.io_jobsets.yaml",
-]
+CRDS = [ROOT / "deploy" / "crds"]  # JobSet's own CRD comes with the operator, from its module
 SA_NAMESPACE, SA_NAME = "kai-system", "kai-pod-grouper"
 SCHED = "scheduling.k8s.io/v1beta1"
 # what the upstream backend writes, beyond deploy/rbac.yaml (the chart gains it with the webhook objects)
@@ -171,26 +169,17 @@ def show_bound(cluster: LocalCluster, namespace: str, name: str) -> None:
 
 
 def submit_workload(cluster: LocalCluster, *, upstream: bool = False) -> tuple[str, str]:
-    """Create the JobSet, then its Jobs with owner references carrying the JobSet's real UID."""
-    docs = [d for d in yaml.safe_load_all(DEMO_FILE.read_text()) if d]
+    """Create the JobSet only (the file's Jobs are fixtures for ``grouper plan``): the JobSet controller
+    creates its Jobs, the Job controller their pods."""
+    doc = next(d for d in yaml.safe_load_all(DEMO_FILE.read_text()) if d and d.get("kind") == "JobSet")
     if upstream:
-        _default_scheduler(docs)
-    created: dict[tuple[str, str], dict[str, Any]] = {}
-    jobset_ns = jobset_name = ""
-    for doc in docs:
-        doc = json.loads(json.dumps(doc))  # a private copy
-        meta = doc["metadata"]
-        for key in ("uid", "resourceVersion", "creationTimestamp"):
-            meta.pop(key, None)
-        for ref in meta.get("ownerReferences") or []:
-            owner = created.get((ref["kind"], ref["name"]))
-            if owner is not None:
-                ref["uid"] = owner["metadata"]["uid"]
-        obj = create_object(cluster, doc)
-        created[(obj["kind"], obj["metadata"]["name"])] = obj
-        if obj["kind"] == "JobSet":
-            jobset_ns, jobset_name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        say(f"created {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}")
+        _default_scheduler(doc)
+    meta = doc["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp"):
+        meta.pop(key, None)
+    obj = create_object(cluster, doc)
+    jobset_ns, jobset_name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    say(f"created {obj['kind']} {jobset_ns}/{jobset_name}; the JobSet controller creates its Jobs")
     return jobset_ns, jobset_name
 
 
@@ -260,9 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
-    say("starting the local control plane (the first run builds it from source: several minutes)")
-    with LocalCluster(scheduler=upstream, kwok_nodes=3 if upstream else 0, node_gpus=4) as cluster:
-        say(f"control plane ready in {cluster.started_in:.1f}s at {cluster.server}")
+    say("starting the local control plane and the JobSet controller (the first run builds them from source: "
+        "several minutes)")
+    with LocalCluster(
+        scheduler=upstream, kwok_nodes=3 if upstream else 0, node_gpus=4, operators=["jobset"]
+    ) as cluster:
+        say(f"control plane and JobSet controller ready in {cluster.started_in:.1f}s at {cluster.server}")
         if upstream:
             say(
                 f"kube-scheduler and kwok running; simulated nodes with 4 GPUs each: {', '.join(cluster.nodes)}"
@@ -353,6 +345,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"all pods of JobSet {namespace}/{name} bound {time.monotonic() - t0:.2f}s after submission"
                 )
                 show_bound(cluster, namespace, name)
+
+                def all_ready() -> bool:  # kwok marks bound pods Running and Ready right after binding
+                    _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+                    return all(
+                        any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+                        for p in pods["items"]
+                    )
+
+                wait_for("the gang's pods to be Ready", all_ready, timeout=60)
+                say(f"grouper describe jobset/{name} -n {namespace}")
+                print(grouper_cli(cluster, "describe", f"jobset/{name}", "-n", namespace), end="")
                 if not args.once:
                     say("Ctrl-C to stop")
                     stop.wait()

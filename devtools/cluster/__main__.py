@@ -21,6 +21,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="install the CRDs of these files/dirs (before the controller manager starts)",
     )
+    ap.add_argument(
+        "--operators",
+        nargs="*",
+        default=[],
+        metavar="NAME",
+        help="run these real workload operators too (jobset), built from their Go modules on first use",
+    )
     args = ap.parse_args(argv)
 
     stop = threading.Event()
@@ -28,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     crds = [Path(p) for p in args.crds]
-    with LocalCluster(controller_manager=not args.no_controller_manager, crds=crds) as c:
+    with LocalCluster(controller_manager=not args.no_controller_manager, crds=crds, operators=args.operators) as c:
         if crds:
             print(f"installed {len(c.crd_names)} CRDs", flush=True)
         print(f"local cluster up in {c.started_in:.1f}s: {c.server}", flush=True)

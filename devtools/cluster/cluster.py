@@ -9,6 +9,9 @@ Pending). Opt in per test to a real kube-scheduler and simulated nodes (kwok)::
 ``workload_api`` (default: on with ``scheduler``) turns on the Workload API and gang scheduling
 (:mod:`devtools.cluster.gang`: feature gates on the API server, controller manager and scheduler, and
 ``scheduling.k8s.io/v1beta1`` + ``v1alpha3`` in ``--runtime-config``).
+``operators=["jobset"]`` runs real workload operators (:mod:`devtools.cluster.operators`): their CRDs are
+installed from their Go module, their controller starts once the control plane is up, its webhooks are
+registered once its readiness probe answers, and it stops first.
 The API server presents a client certificate to every admission webhook (``--admission-control-config-file``);
 a webhook that requires one signed by :attr:`LocalCluster.webhook_client_ca` accepts it and nobody else.
 Every start gets a fresh temporary data directory (PKI, etcd data, kubeconfig, process logs) and free
@@ -61,6 +64,7 @@ from typing import Any, Self
 import yaml
 
 from . import build, gang, pki
+from . import operators as ops
 from .crds import install_crds
 from .errors import ClusterError
 
@@ -78,6 +82,9 @@ DEFAULT_CONTROLLERS = (
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+# what operators expect of a real cluster beyond DEFAULT_CONTROLLERS: the kube-root-ca.crt ConfigMap in
+# every namespace (pods' projected service-account volumes name it)
+OPERATOR_CONTROLLERS = ("root-ca-cert-publisher",)
 
 
 def _free_ports(n: int) -> list[int]:
@@ -176,6 +183,7 @@ class LocalCluster:
         die_with_parent: bool = True,
         keep_data_dir: bool | None = None,
         quiet: bool = False,
+        operators: Iterable[str] = (),
     ) -> None:
         """``crds``: CRD files/directories installed (and Established) before the controller manager starts,
         so its garbage collector knows the custom kinds from the beginning (it rediscovers resources only
@@ -186,7 +194,9 @@ class LocalCluster:
         ``die_with_parent``: the components get SIGKILL when this process dies (PR_SET_PDEATHSIG), so a
         killed test run leaves nothing behind; they are spawned from the cluster's own thread, so any thread
         (e.g. ``asyncio.to_thread``) may start or restart them. ``keep_data_dir`` (default: env ``DEVCLUSTER_KEEP_DATA=1``): keep the data dir
-        (logs, PKI, etcd) after stop.
+        (logs, PKI, etcd) after stop. ``operators``: workload operators to run (see
+        :mod:`devtools.cluster.operators`; built on first use like the control plane), with
+        ``OPERATOR_CONTROLLERS`` added to ``controllers``.
         """
         self._bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self._base_dir = base_dir
@@ -197,7 +207,10 @@ class LocalCluster:
         self.nodes: list[str] = []  # simulated nodes added by add_nodes()
         self._node_seq = 0
         self._crds = [Path(p) for p in crds]
+        self._operators = tuple(ops.operator(name).name for name in operators)
         self._controllers = tuple(controllers)
+        if self._operators:
+            self._controllers += tuple(c for c in OPERATOR_CONTROLLERS if c not in self._controllers)
         self._apiserver_args = tuple(apiserver_args)
         self._kcm_args = tuple(controller_manager_args)
         self._qps, self._burst = kube_api_qps, kube_api_burst
@@ -260,9 +273,9 @@ class LocalCluster:
         if self._procs:
             raise ClusterError("cluster already started")
         t0 = time.monotonic()
-        bdir = self._bin_dir or build.ensure_binaries(quiet=self._quiet)
+        bdir = self._bin_dir or build.ensure_binaries(quiet=self._quiet, names=build.BINARIES + self._operators)
         self._bdir = bdir
-        needed = list(COMPONENTS if self._with_kcm else COMPONENTS[:2])
+        needed = list(COMPONENTS if self._with_kcm else COMPONENTS[:2]) + list(self._operators)
         if self._with_scheduler or self._initial_nodes:
             needed += ["kube-scheduler", "kwok"]
         for name in needed:
@@ -354,8 +367,9 @@ class LocalCluster:
 
         # CRDs before the controller manager: its garbage collector then watches the custom kinds from the
         # start (it only rediscovers resources every 30 s, so CRDs installed later are collected late)
-        if self._crds:
-            self.crd_names = install_crds(self, self._crds)
+        crds = [*self._crds, *(p for name in self._operators for p in ops.crd_paths(ops.operator(name)))]
+        if crds:
+            self.crd_names = install_crds(self, crds)
             phase("crds")
 
         # kube-controller-manager
@@ -390,6 +404,9 @@ class LocalCluster:
         if self._initial_nodes:
             self.add_nodes(self._initial_nodes, gpus=self._node_gpus)
             phase("nodes")
+        for name in self._operators:
+            self._start_operator(ops.operator(name))
+            phase(name)
 
     def _webhook_client_config(self, d: Path) -> Path:
         """The API server presents a client certificate (of a CA of its own, :attr:`webhook_client_ca`) to
@@ -421,6 +438,36 @@ class LocalCluster:
             return []
         flags = [gang.feature_gates_flag()]
         return [*flags, gang.runtime_config_flag()] if runtime_config else flags
+
+    def _start_operator(self, op: ops.Operator) -> None:
+        """Run the operator's controller (its CRDs are installed already); return once its readiness probe
+        answers and its webhook configurations are registered."""
+        assert self.data_dir is not None
+        d = self.data_dir / op.name
+        cert_dir = d / "certs"
+        cert_dir.mkdir(parents=True)
+        cert, key = self.serving_cert(f"{op.name}-webhook")
+        shutil.copy(cert, cert_dir / "tls.crt")
+        shutil.copy(key, cert_dir / "tls.key")
+        webhook_port, metrics_port, health_port = _free_ports(3)
+        self.ports.update(
+            {f"{op.name}-webhook": webhook_port, f"{op.name}-metrics": metrics_port, f"{op.name}-health": health_port}
+        )
+        config = ops.config_file(
+            d / "config.yaml",
+            webhook_port=webhook_port,
+            cert_dir=cert_dir,
+            metrics_port=metrics_port,
+            health_port=health_port,
+        )
+        self._spawn(op.name, [str(self._bdir / op.name), f"--config={config}", f"--kubeconfig={self.kubeconfig_path}"])
+        # readyz answers 200 once the webhook server listens (JobSet's main adds that check)
+        self._wait(op.name, lambda: _get_ok(f"http://127.0.0.1:{health_port}/readyz", None))
+        for doc in ops.webhook_configurations(op, port=webhook_port, ca_file=self.ca_file):
+            kind = doc["kind"].lower() + "s"
+            status, obj = self.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", doc)
+            if status != 201:
+                raise ClusterError(f"register {doc['kind']} {doc['metadata']['name']}: {status} {obj}")
 
     # ------------------------------------------------------------------ scheduler and simulated nodes
 
@@ -575,6 +622,7 @@ class LocalCluster:
                     flush=True,
                 )
         for name, timeout in (
+            *((op, 10) for op in self._operators),
             ("kwok", 5),
             ("kube-scheduler", 5),
             ("kube-controller-manager", 10),

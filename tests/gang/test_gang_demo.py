@@ -3,6 +3,7 @@ real kube-scheduler onto simulated nodes, printed pod by pod with its node."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -27,3 +28,5 @@ def test_demo_upstream_binds_the_sample_jobset_together(sched_cluster: object) -
     )
     assert len({r[3] for r in rows}) == 1  # one gang
     assert "minCount: 3" in out
+    # the real JobSet controller's pods, bound: describe shows the whole gang ready on its nodes
+    assert re.search(r"replicatedjob\s+3/3 ready\s+gpu: 12\s+kwok-node-", out), out

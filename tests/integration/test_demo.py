@@ -21,6 +21,9 @@ def test_demo_groups_the_sample_jobset(cluster: object) -> None:  # cluster: bin
     out = proc.stdout
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all pods of JobSet default/demo grouped" in out
+    # only the JobSet was submitted: the real JobSet controller created the Jobs
+    assert "created JobSet default/demo; the JobSet controller creates its Jobs" in out
+    assert "created Job " not in out
     # The PodGroup as stored: two replicatedJobs, each a parent with one replica leaf.
     assert "minSubGroup: 2" in out
     assert re.search(r"- minMember: 1\n\s+name: worker-replica-0\n\s+parent: worker", out)

@@ -1,0 +1,147 @@
+"""Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset"])``.
+
+An operator is its stock controller binary, built from its pinned Go module by
+:mod:`devtools.cluster.build` (``--only jobset``), run against the local API server as it runs in a real
+cluster except for where it listens: its CRDs and admission webhook configurations are read from the
+module's own ``config/`` at run time (the module cache, located with ``go list -m``), never from a copy;
+its webhooks are served on 127.0.0.1 with a certificate from the cluster's CA and registered with a
+``url`` client config instead of a Service; leader election is off; metrics and health probes listen on
+free ports; it runs with the admin kubeconfig.
+
+So the Jobs and pods the tests and the demo group are the ones the real controller creates: if it names,
+labels or owns them differently from the hand-written fixtures, the fixture test says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import build
+from .errors import ClusterError
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str  # the binary (a build target) and the component name in logs
+    module: str  # Go module path, pinned in devtools/cluster/go/<name>/go.mod
+    crds: str  # CRD directory inside the module
+    webhooks: str  # kustomize directory of the webhook configurations inside the module
+
+
+OPERATORS: dict[str, Operator] = {
+    "jobset": Operator(
+        name="jobset",
+        module="sigs.k8s.io/jobset",
+        crds="config/components/crd/bases",
+        webhooks="config/components/webhook",
+    ),
+}
+
+
+def operator(name: str) -> Operator:
+    try:
+        return OPERATORS[name]
+    except KeyError:
+        raise ClusterError(f"unknown operator {name!r}: known are {', '.join(OPERATORS)}") from None
+
+
+def module_source(op: Operator) -> Path:
+    """The operator's module in the Go module cache, at the version its go.mod pins (downloaded by the
+    build; ``go list -m`` only reads the cache and go.mod)."""
+    go = shutil.which("go")
+    if not go:
+        raise ClusterError(f"the `go` toolchain is not on PATH (needed to locate the {op.module} module)")
+    module_dir = build.repo_root() / build.GO_MODULES / op.name
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", "GOPROXY": "off"}
+    proc = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", op.module],
+        cwd=module_dir, env=env, capture_output=True, text=True,
+    )
+    src = proc.stdout.strip()
+    if proc.returncode != 0 or not src or not Path(src).is_dir():
+        raise ClusterError(
+            f"cannot locate the {op.module} module source from {module_dir}/go.mod "
+            f"(build it first: python devtools/cluster/build.py --only {op.name}): {proc.stderr.strip()}"
+        )
+    return Path(src)
+
+
+def crd_paths(op: Operator) -> list[Path]:
+    return [module_source(op) / op.crds]
+
+
+def config_file(path: Path, *, webhook_port: int, cert_dir: Path, metrics_port: int, health_port: int) -> Path:
+    """JobSet's ``--config`` (``config.jobset.x-k8s.io/v1alpha1`` Configuration): no leader election, no
+    internal certificate rotation (it would write a Secret and patch webhook configurations that point at a
+    Service), the webhook server on 127.0.0.1 with our certificate, metrics and probes on free ports."""
+    cfg = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "certDir": str(cert_dir)},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _json_pointer_set(doc: Any, pointer: str, value: Any, op: str) -> None:
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/")]
+    target = doc
+    for part in parts[:-1]:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    last = parts[-1]
+    if isinstance(target, list):
+        if op == "add":
+            target.insert(len(target) if last == "-" else int(last), value)
+        else:
+            target[int(last)] = value
+    else:
+        target[last] = value
+
+
+def webhook_configurations(op: Operator, *, port: int, ca_file: str) -> list[dict[str, Any]]:
+    """The module's Mutating/ValidatingWebhookConfigurations as its kustomization renders them (its JSON
+    patches applied: e.g. the pod webhooks only see pods labelled ``jobset.sigs.k8s.io/jobset-name``), with
+    each Service client config replaced by ``https://127.0.0.1:<port><path>`` and the cluster's CA."""
+    src = module_source(op) / op.webhooks
+    kustomization = yaml.safe_load((src / "kustomization.yaml").read_text())
+    docs = [
+        d
+        for res in kustomization.get("resources") or []
+        for d in yaml.safe_load_all((src / res).read_text())
+        if isinstance(d, dict) and d.get("kind", "").endswith("WebhookConfiguration")
+    ]
+    for patch in kustomization.get("patches") or []:
+        target = patch.get("target") or {}
+        ops = yaml.safe_load((src / patch["path"]).read_text())
+        for doc in docs:
+            if doc["kind"] != target.get("kind") or doc["metadata"]["name"] != target.get("name"):
+                continue
+            for o in ops:
+                if o.get("op") not in ("replace", "add"):
+                    raise ClusterError(f"{src / patch['path']}: unsupported JSON patch op {o.get('op')!r}")
+                _json_pointer_set(doc, o["path"], copy.deepcopy(o["value"]), o["op"])
+    ca = base64.b64encode(Path(ca_file).read_bytes()).decode()
+    out = []
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        doc["metadata"] = {"name": f"{op.name}-{doc['metadata']['name']}"}
+        for hook in doc.get("webhooks") or []:
+            svc = hook["clientConfig"].get("service") or {}
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{svc.get('path', '/')}", "caBundle": ca}
+        out.append(doc)
+    if not out:
+        raise ClusterError(f"no webhook configurations found in {src}")
+    return out
