@@ -12,6 +12,7 @@ client authenticates and verifies TLS the way the grouper does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import urllib.request
@@ -86,7 +87,9 @@ class Kube:
 
     def with_token(self, token: str) -> Kube:
         """A new client for the same cluster authenticating with another bearer token."""
-        return Kube(kubeconfig.explicit(self.config.server, token=token, ca_file=self.config.ca_file))
+        c = self.config  # the same server and trust (a CA file, or CA data from a kubeconfig), another identity
+        return Kube(dataclasses.replace(c, token=token, token_file=None, client_cert_file=None,
+                                        client_key_file=None))
 
     def close(self) -> None:
         self._client.close()

@@ -150,7 +150,7 @@ def test_kubeconfig_loading_and_token_refresh(cluster: Any, tmp_path: Any) -> No
     """A kubeconfig (embedded CA data, bearer token) works with the aiohttp transport; a token file is
     re-read after a 401 so rotated tokens are picked up without a restart."""
     cfg = kubeconfig.load(cluster.kubeconfig_path)
-    assert cfg.server == cluster.server and cfg.token == cluster.admin_token and cfg.ca_file
+    assert cfg.server == cluster.server and cfg.token == cluster.admin_token and (cfg.ca_file or cfg.ca_data)
     token_file = tmp_path / "token"
     token_file.write_text("expired-token")
     rotating = kubeconfig.explicit(cluster.server, token_file=str(token_file), ca_file=cluster.ca_file)
