@@ -636,3 +636,47 @@ TestPlanProperty = PlanMachine.TestCase
 
 __all__ = ["PlanMachine"]
 
+
+# ---------------------------------------------------------------------- counterexamples found, kept
+
+
+class _Draws:
+    """Plays the part of ``st.data()`` for a fixed sequence: each draw takes the next value (or, given a
+    callable, the first value of the drawn-from choices it accepts)."""
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.values.pop(0)
+
+
+def _jobset_podgroup(m: PlanMachine) -> Obj:
+    (pg,) = m.world.of(PODGROUP)
+    return pg
+
+
+@pytest.mark.parametrize("how", ["flat", "delete"])
+def test_a_jobset_podgroup_changed_by_someone_else_is_decided_again(how: str) -> None:
+    """Found by the property: a JobSet's PodGroup stripped of its sub-groups by someone else (the shape of
+    an older grouper, which the JobSet plugin then keeps: KAI's legacy rule) was written back with its
+    sub-groups by a pass of the kept decisions, while a fresh grouper decides the flat shape. The kept
+    decisions had never read that PodGroup (it did not exist when they were made), so nothing invalidated
+    them. Deleted by someone else after it went flat: the kept flat shape, against a fresh sub-grouped one."""
+    m = PlanMachine()
+    try:
+        m.start(False, _Draws(1, 1, 0, None, None, None, 0, False), ["jobset"])
+        pg = _jobset_podgroup(m)
+        m.tamper_podgroup(_Draws(pg, "flat"))
+        m.reconcile_one()  # raised "kept plan != fresh full plan" before the fix
+        m.settle()
+        assert "subGroups" not in _jobset_podgroup(m)["spec"]  # the legacy shape is kept, as decided afresh
+        if how == "delete":
+            m.add_pods(_Draws(m.owners[0], 0, None, None, None, 0, False), 1)
+            m.settle()  # the workload's decisions are kept again
+            m.tamper_podgroup(_Draws(_jobset_podgroup(m), "delete"))
+            m.reconcile_one()
+            m.settle()
+            assert "subGroups" in _jobset_podgroup(m)["spec"]
+    finally:
+        m.teardown()
