@@ -320,14 +320,17 @@ class EventHandlers:
             self.changed(wl)
         if etype == ADDED:
             self.arrived(absent_key_of(pg))
-            owners = {str(r.get("uid") or "") for r in o.owner_references(pg)}
-            for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
-                ns, _, base = prefix.partition("/")
-                for wl in self.index.workloads_reading(named_key(ns, base)):
-                    # A workload's own new PodGroup is what its decisions made (when its echo beats our
-                    # create's answer, it is not recognised as one): deciding again would find the same
-                    if not self.memo.made(wl, o.name(pg), owners):
-                        self.changed(wl)
+        owners = {str(r.get("uid") or "") for r in o.owner_references(pg)}
+        for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
+            ns, _, base = prefix.partition("/")
+            for wl in self.index.workloads_reading(named_key(ns, base)):
+                # A workload's own new PodGroup is what its decisions made (when its echo beats our
+                # create's answer, it is not recognised as one): deciding again would find the same. Changed
+                # or deleted by someone else, it is news: a JobSet's decision reads the shape of the PodGroup
+                # named after it (flat: the legacy shape), and the kept decisions never read this one (it
+                # did not exist when they were made), so its uid is no dependency to invalidate them.
+                if etype != ADDED or not self.memo.made(wl, o.name(pg), owners):
+                    self.changed(wl)
 
     def on_namespace(self, etype: str, ns: Obj, old: Obj | None) -> None:
         if etype != ADDED:

@@ -1,0 +1,22 @@
+"""The long run of the controller's planning property (``tests/controller/test_plan_property.py``):
+10,000 generated event sequences, each checked after every reconcile pass. Runs only with
+``pytest -m fuzz_long tests/fuzz`` (``make test`` runs it after the suite)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.controller.test_plan_property import SHORT, PlanMachine
+
+LONG = settings(SHORT, max_examples=10_000)
+# A count of examples, not a time: each sequence runs up to 40 steps through the controller, with a fresh
+# grouper started for every pass (the short run's 40 examples take ~6-10 s; 300 took 45-90 s on a busy box)
+LONG_TIMEOUT_S = 7200
+
+
+@pytest.mark.fuzz_long
+@pytest.mark.timeout(LONG_TIMEOUT_S)
+def test_plan_property_long() -> None:
+    run_state_machine_as_test(PlanMachine, settings=LONG)
