@@ -515,8 +515,11 @@ class Reconciler:
                 memo.plugin = d.plugin
             if d.top_owner is not None:
                 memo.workload_ref = d.top_owner
-        if not memo.members and not errors:
-            return self._fall_back(wl)  # nothing left to place: the full path forgets or reports it
+        if not memo.members:
+            # nothing kept is left to place (the pods decided before are gone; new ones, if any, failed): the
+            # plugin and workload the memo names came from pods no longer there, so the full path decides
+            # (found by the planning property: tests/controller/test_plan_property.py)
+            return self._fall_back(wl)
         if memo.workload_ref is None:
             return self._fall_back(wl)
         return self._plan_of_memo(wl, memo, live, decided, errors)

@@ -680,3 +680,23 @@ def test_a_jobset_podgroup_changed_by_someone_else_is_decided_again(how: str) ->
             assert "subGroups" in _jobset_podgroup(m)["spec"]
     finally:
         m.teardown()
+
+
+def test_a_workload_whose_kept_pods_are_all_gone_is_decided_afresh() -> None:
+    """The shape of a counterexample of the long run (its exact 40-step sequence was not kept, and this
+    shorter one also passes without the fix — a guard, not a reproduction): a JobSet's pod loses its owner
+    (its child Job deleted: its decision fails) and the workload's only other pod is deleted. The kept plan
+    still named the JobSet and its plugin, from pods no longer there, while a fresh grouper decides the one
+    pod left — which fails — and names neither (fixed: no kept member left means the full path)."""
+    m = PlanMachine()
+    try:
+        # a JobSet of 3 child Jobs; pods at job index 1 and 2 (jobset1-p1, jobset1-p2)
+        m.start(False, _Draws(3, 2, 0, None, None, None, 1, False, 2, False), ["jobset"])
+        job = next(j for j in m.world.of(JOB) if o.name(j) == "jobset1-w-1")
+        m.delete_job(_Draws(job))
+        m.reconcile_one()
+        pod = next(p for p in m.world.of(POD) if o.name(p) == "jobset1-p2")
+        m.delete_pod(_Draws(pod))
+        m.settle()
+    finally:
+        m.teardown()
