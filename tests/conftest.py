@@ -7,9 +7,7 @@ once after collection, outside any test timeout.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from devtools.cluster import LocalCluster, ensure_binaries
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so tests can `from kube import Kube`
 
-from kube import Kube, KubeError, wait_until
+from kube import Kube, fresh_namespace
 
 REPO = Path(__file__).resolve().parents[1]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
@@ -59,13 +57,5 @@ def kube(cluster: LocalCluster) -> Iterator[Kube]:
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A fresh namespace (with its `default` ServiceAccount); deleted afterwards without waiting."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_until(
-        lambda: kube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
-        timeout=30,
-        what=f"ServiceAccount {name}/default",
-    )
-    yield name
-    with contextlib.suppress(KubeError):
-        kube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
+    with fresh_namespace(kube, "t") as name:
+        yield name

@@ -12,10 +12,12 @@ client authenticates and verifies TLS the way the grouper does.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -307,3 +309,19 @@ def compact_etcd(cluster: Any) -> int:
     rev = int(post("/range", {"key": "AA=="})["header"]["revision"])
     post("/compaction", {"revision": str(rev), "physical": True})
     return rev
+
+
+@contextlib.contextmanager
+def fresh_namespace(kube: Kube, prefix: str, ready_timeout: float = 30) -> Iterator[str]:
+    """A new namespace named ``<prefix>-<random>``, once its `default` ServiceAccount exists (pod admission
+    needs it; the controller manager creates it), deleted afterwards without waiting. One helper for every
+    cluster fixture's namespace (the shared cluster's, the gang, fault and operator clusters')."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_until(lambda: kube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), ready_timeout,
+               what=f"ServiceAccount {name}/default")
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(KubeError):
+            kube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)

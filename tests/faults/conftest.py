@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kube import Kube, wait_until
+from kube import Kube, fresh_namespace
 
 from devtools.cluster import LocalCluster
 from devtools.cluster.audit import audit_args, write_audit_policy
@@ -71,15 +70,10 @@ def audit(fault_cluster: LocalCluster) -> Audit:
 @pytest.fixture
 def ns(fkube: Kube) -> Iterator[str]:
     """A fresh namespace on the fault cluster."""
-    name = f"f-{uuid.uuid4().hex[:8]}"
-    fkube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # pod admission needs the namespace's default ServiceAccount, which the controller manager creates;
-    # after a test stopped the API server its watches come back on client-go's backoff (up to 30 s + a
-    # re-list), so the first namespace after an outage may wait that long (seen in CI after the outage test)
-    wait_until(lambda: fkube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 120,
-               what=f"ServiceAccount {name}/default")
-    yield name
-    fkube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
+    # after a test stopped the API server its watches come back on client-go\'s backoff (up to 30 s + a
+    # re-list), so the first namespace after an outage may wait that long for its ServiceAccount
+    with fresh_namespace(fkube, "f", ready_timeout=120) as name:
+        yield name
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from devtools.cluster import LocalCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kube import Kube, wait_until
+from kube import Kube, fresh_namespace
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
@@ -48,15 +48,8 @@ def skube(sched_cluster: LocalCluster) -> Iterator[Kube]:
 @pytest.fixture
 def sns(skube: Kube) -> Iterator[str]:
     """A fresh namespace in the scheduler cluster."""
-    name = f"g-{uuid.uuid4().hex[:10]}"
-    skube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_until(
-        lambda: skube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
-        timeout=30,
-        what=f"ServiceAccount {name}/default",
-    )
-    yield name
-    skube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
+    with fresh_namespace(skube, "g") as name:
+        yield name
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ kube-scheduler and kwok nodes) adds ``gang``."""
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from faults.conftest import Audit
-from kube import Kube, wait_until
+from kube import Kube, fresh_namespace
 
 from devtools.cluster import LocalCluster
 from devtools.cluster.audit import audit_args, write_audit_policy
@@ -67,12 +66,8 @@ def audit(op_cluster: LocalCluster) -> Audit:
 @pytest.fixture
 def ons(okube: Kube) -> Iterator[str]:
     """A fresh namespace on the operator cluster."""
-    name = f"o-{uuid.uuid4().hex[:8]}"
-    okube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_until(lambda: okube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
-               what=f"ServiceAccount {name}/default")
-    yield name
-    okube.delete(f"/api/v1/namespaces/{name}", ignore_missing=True)
+    with fresh_namespace(okube, "o") as name:
+        yield name
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
