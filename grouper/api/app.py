@@ -139,7 +139,7 @@ class _Guard:
     serves still needs a valid token (then 404); a route missing from the table is refused (fail closed).
     Plain ASGI: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware``) runs each request through a task
     group and memory streams, ~6% of the grouper's CPU under the benchmark's 20 probes a second
-    (``benchmarks/README.md``)."""
+    (``docs/perf-journal.md``)."""
 
     def __init__(self, app: ASGIApp, *, access: ApiAccess, guarded: bool, routes: Callable[[], list[BaseRoute]],
                  namespaces: Callable[[], Iterable[str]]) -> None:

@@ -17,7 +17,7 @@ grouper makes is safe to repeat (creates by name, merge patches, deletes with pr
 
 Timeouts are :class:`Deadlines`, one loop timer for all the requests in flight, instead of an
 ``asyncio.timeout`` per request (a timer created and cancelled per pod patch: ~2% of the grouper's
-CPU in a burst, benchmarks/README.md).
+CPU in a burst, docs/perf-journal.md).
 """
 
 from __future__ import annotations

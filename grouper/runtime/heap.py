@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # A full collection is due after this many collections of the middle generation (the interpreter's
 # default is 10, i.e. every ~70,000 net allocations, subject to its 25%-growth rule). Decoding the first
 # LIST of 100,000 pods then runs 16 full collections, each walking the cache built so far: 6.4 of 8.2 s
-# (benchmarks/README.md, bench_event_loop.py, "Full collections made rare"). At 1,000 a full collection comes every ~7 million net
+# (docs/perf-journal.md, bench_event_loop.py, "Full collections made rare"). At 1,000 a full collection comes every ~7 million net
 # allocations; the young generations, which catch almost all short-lived cycles, run as before.
 FULL_COLLECTION_THRESHOLD = 1000
 
