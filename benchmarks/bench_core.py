@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_core.py`` (or ``make bench``). Options:
 measurements, for a smoke run), ``--target SECONDS`` (length of one measurement, default 0.5),
 ``--repeats N`` (default 3), ``--out PATH`` (default benchmarks/results/core.json), ``--only SUBSTR``.
 
-What is measured (see benchmarks/README.md):
+What is measured (see docs/perf-journal.md, "bench_core.py"):
 
 1. decide: pod-to-PodGroup decisions per second, per workload kind. Each scenario is one file of
    examples/ (workload + intermediate owners + pods, e.g. a JobSet with its Jobs and pods). The

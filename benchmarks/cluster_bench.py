@@ -1,5 +1,5 @@
 """The cluster benchmark: ``grouper run`` against a real local control plane, compared with the
-minimal-writes baseline in the same run (speed issue, item 1). See benchmarks/README.md, "cluster_bench.py".
+minimal-writes baseline in the same run (speed issue, item 1). See docs/perf-journal.md, "cluster_bench.py".
 
     .venv/bin/python benchmarks/cluster_bench.py                       # quick profile (< 15 min)
     .venv/bin/python benchmarks/cluster_bench.py --profile full        # every scenario (prints an estimate)
