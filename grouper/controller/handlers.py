@@ -10,7 +10,9 @@ event loop between watch lines): an owner walk on the cache at most, never I/O.
 
 Every event of a pod or PodGroup first clears that object's entry in the shared
 :class:`~grouper.writer.expectations.WriteExpectations`; an event that is only the echo of our own write
-changes nothing and is dropped, as are updates that change nothing grouping reads.
+changes nothing and is dropped, as are updates that change nothing grouping reads. An echo that arrives
+before our patch's answer (no version to know it by yet) is known by what the patch on its way sets: the
+pod as it was with our marks and nothing else changed.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_KIND
 from grouper.observability.metrics import Metrics
 from grouper.writer.expectations import WriteExpectations
+from grouper.writer.pods import with_marks
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +142,17 @@ class EventHandlers:
             return
         if echo:
             return
-        if etype == MODIFIED and old is not None and pod_signature(old) == pod_signature(pod):
+        if etype == MODIFIED and old is not None and (
+            pod_signature(old) == pod_signature(pod) or self._echo_before_answer(pod, old)
+        ):
             return
         self.route_pod(pod, new=etype == ADDED)
+
+    def _echo_before_answer(self, pod: Obj, old: Obj) -> bool:
+        """Whether the update is only our pod patch still waiting for its answer: the pod as it was, with
+        the marks the patch sets. (Reconciling it would look at the pod again and find it done.)"""
+        marks = self.expectations.in_flight("Pod", o.namespace(pod), o.name(pod))
+        return marks is not None and pod_signature(with_marks(old, *marks)) == pod_signature(pod)
 
     def route_pod(self, pod: Obj, *, new: bool = False) -> None:
         """Map the pod to its workload and queue that. A ``new`` pod's workload waits ``batch_window``:

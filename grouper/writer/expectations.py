@@ -13,6 +13,10 @@ watch still catching up — is ignored: clearing on it would answer from a cache
 and write again.) Entries also expire after ``ttl``
 seconds (a lost echo can never freeze a decision), and a cached object with a resourceVersion at least as
 new as ours supersedes the entry.
+
+A write on its way (sent, not answered yet) is recorded too (:meth:`writing`, with what it sets): its echo
+may arrive before its answer, when there is no version yet to recognise it by, so the event handler compares
+the event with what the write sets (:meth:`in_flight`) instead of reconciling its own write again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from grouper.kube.informer import strip_managed_fields
 from grouper.model import objects as o
@@ -61,6 +66,7 @@ class WriteExpectations:
         self.ttl = ttl
         self.max_entries = max_entries
         self._entries: OrderedDict[ObjKey, _Expected] = OrderedDict()
+        self._writing: dict[ObjKey, Any] = {}  # writes sent and not answered -> what each sets
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -72,6 +78,18 @@ class WriteExpectations:
         key = (kind, o.namespace(obj), o.name(obj))
         kept = strip_managed_fields({**obj}) if "managedFields" in o.meta(obj) else obj
         self._put(key, _Expected(kept, o.uid(obj), _rv(obj), time.monotonic()))
+
+    def writing(self, kind: str, namespace: str, name: str, sets: Any) -> None:
+        """Record a write on its way (``sets``: what it sets, for the event handler to compare with); call
+        :meth:`answered` when its answer (or error) arrives."""
+        self._writing[(kind, namespace, name)] = sets
+
+    def answered(self, kind: str, namespace: str, name: str) -> None:
+        self._writing.pop((kind, namespace, name), None)
+
+    def in_flight(self, kind: str, namespace: str, name: str) -> Any:
+        """What the object's write on its way sets; None when none is."""
+        return self._writing.get((kind, namespace, name))
 
     def deleted(self, kind: str, namespace: str, name: str, uid: str = "") -> None:
         """Record that we deleted the object: :meth:`current` answers None until the watch agrees."""

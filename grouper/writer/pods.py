@@ -47,6 +47,21 @@ def pod_patch(pod: Obj, pod_group: str, sub_group: str | None) -> dict[str, Any]
     return {"metadata": meta} if meta else None
 
 
+def with_marks(pod: Obj, pod_group: str, sub_group: str | None) -> Obj:
+    """``pod`` as :func:`pod_patch` leaves it (an emptied map is left out, as the API server does): what
+    the echo of our patch shows when nobody else changed the pod meanwhile."""
+    meta = dict(o.meta(pod))
+    meta["annotations"] = {**_annotations(pod), POD_GROUP_ANNOTATION: pod_group}
+    labels = {k: v for k, v in o.labels(pod).items() if k != SUBGROUP_LABEL}
+    if sub_group:
+        labels[SUBGROUP_LABEL] = sub_group
+    if labels:
+        meta["labels"] = labels
+    else:
+        meta.pop("labels", None)
+    return {**pod, "metadata": meta}
+
+
 def marked(pod: Obj, written: Obj) -> Obj:
     """What to expect until the echo of our patch arrives: the pod as we knew it with the two marks and
     the resourceVersion of the patch's answer (``written``: the pod's metadata as the API server returned
@@ -120,17 +135,20 @@ class PodPatcher:
         if not self.can_write():
             raise NotLeader()
         first_annotation = not _annotations(current).get(POD_GROUP_ANNOTATION)
+        ns, name = o.namespace(pod), o.name(pod)
+        # its echo may come before its answer: the event handler then knows it by what it sets
+        self.expectations.writing("Pod", ns, name, (pod_group, sub_group))
         try:
             # only the answer's metadata is read (``marked``): the whole pod is most of a patch's CPU
-            written = await self.client.merge_patch(
-                POD_RESOURCE.path(o.namespace(pod), o.name(pod)), patch, metadata_only=True
-            )
+            written = await self.client.merge_patch(POD_RESOURCE.path(ns, name), patch, metadata_only=True)
         except ApiError as e:
             if e.not_found:
                 self._count("gone")
                 return "gone"
             self._count("error")
             raise
+        finally:
+            self.expectations.answered("Pod", ns, name)
         self._count("patched")
         if isinstance(written, dict):
             self.expectations.wrote("Pod", marked(current, written))
