@@ -22,6 +22,7 @@ Pure: the caller records what was dropped (the decision's notes and a warning on
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+# Every decision checks its PodGroup's labels and annotations, and a workload's pods repeat the same keys and
+# values: the answers are memoized (bounded; strings only reach here).
+@functools.lru_cache(maxsize=4096)
 def is_qualified_name(key: str) -> bool:
     """apimachinery ``IsQualifiedName``: ``[prefix/]name``, prefix a DNS subdomain (≤ 253), name ≤ 63."""
     prefix, slash, name = key.rpartition("/")
@@ -41,6 +45,7 @@ def is_qualified_name(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
 
 
+@functools.lru_cache(maxsize=4096)
 def is_label_value(value: str) -> bool:
     return len(value) <= LABEL_VALUE_MAX and bool(_LABEL_VALUE.match(value))
 
@@ -88,6 +93,8 @@ def bound_metadata(
 ) -> tuple[dict[str, str], dict[str, str], Dropped]:
     """(labels, annotations, what was dropped): the largest subset the API server accepts (see module doc).
     ``keep``: annotation keys never dropped for size (they still count towards the total)."""
+    if _fits(labels, annotations, limit):  # the common case: nothing to drop, nothing sorted or copied twice
+        return dict(labels), dict(annotations), Dropped()
     dropped = Dropped()
     out_labels: dict[str, str] = {}
     for k in sorted(labels):
@@ -122,6 +129,20 @@ def bound_metadata(
         {k: annotations[k] for k in annotations if k in out_ann},
         dropped,
     )
+
+
+def _fits(labels: Mapping[str, str], annotations: Mapping[str, str], limit: int) -> bool:
+    """Every key and value valid and the annotations within ``limit`` (a UTF-8 character is at most 4 bytes,
+    so the exact byte count is needed only when 4 x the characters could exceed it)."""
+    for k, v in labels.items():
+        if not (isinstance(k, str) and isinstance(v, str) and is_qualified_name(k) and is_label_value(v)):
+            return False
+    chars = 0
+    for k, v in annotations.items():
+        if not (isinstance(k, str) and isinstance(v, str) and is_qualified_name(k.lower())):
+            return False
+        chars += len(k) + len(v)
+    return chars * 4 <= limit or annotations_size(annotations) <= limit
 
 
 __all__ = [
