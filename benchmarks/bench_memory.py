@@ -56,19 +56,18 @@ from grouper.controller.cache import (  # noqa: E402
     _KindState,
 )
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
-from grouper.controller.memo import IDLE_SECONDS, DecisionMemo  # noqa: E402
+from grouper.controller.plans import IDLE_SECONDS, PlanCache  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
     POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
     decision_dependencies,
-    memo_of,
     pod_group_names,
     podgroup_owner_uids,
 )
 from grouper.controller.supervisor import Supervisor  # noqa: E402
 from grouper.controller.workloads import WorkloadKey  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
-from grouper.core.merge import merge_pod_groups  # noqa: E402
+from grouper.core.workload_plan import assemble, merge_decisions  # noqa: E402
 from grouper.kube.discovery import Resource  # noqa: E402
 from grouper.kube.informer import Informer  # noqa: E402
 from grouper.model import objects as o  # noqa: E402
@@ -369,9 +368,8 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-MEMO_PLACES = f"DecisionMemo: each pod's place (dropped after {IDLE_SECONDS:.0f} s idle)"
-MEMO_VIEWS = "DecisionMemo: each PodGroup's view (per PodGroup)"
-WITH_GROUPS = "  + the memo's views, PodGroup and workload records, PodGroup cache"
+MEMO_PLACES = f"PlanCache: each pod's kept decision and the views it shares (dropped after {IDLE_SECONDS:.0f} s idle)"
+WITH_GROUPS = "  + PodGroup and workload records, PodGroup cache"
 
 
 @dataclass
@@ -497,7 +495,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # what it keeps is measured at the end, by letting it expire; its clock stands still meanwhile (deciding
     # under tracemalloc takes longer than the idle time)
-    memo = DecisionMemo(clock=lambda: 0.0)
+    memo = PlanCache(clock=lambda: 0.0)
 
     def reconcile_one(wl: WorkloadKey) -> tuple[int, int, int, int]:
         """What the reconciler keeps of one workload; a function so its locals (the Decisions) die at return."""
@@ -523,9 +521,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         creation = {
             f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp")) for p, _ in decided
         }
-        merged = merge_pod_groups(grouped, creation)
-        by_name = {o.name(p): p for p, _ in decided}
-        memo.put(wl, memo_of(decided[0][1].plugin or "none", decided[0][1].top_owner, decided, merged, by_name))
+        merged = merge_decisions(grouped, creation)
+        memo.put(wl, assemble(wl.namespace, [p for p, _ in decided], {}, decided).kept)
         desired = [m.metadata.to_object() for m in merged]
         pg_lines.extend(orjson.dumps(x) for x in desired)  # for the PodGroup informer (not the store's)
         e = tracemalloc.get_traced_memory()[0]
@@ -537,7 +534,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 workload=str(wl),
                 desired=obj,
                 operation="unchanged",
-                pods=[d.pod_name for d in m.decisions],
+                pods=list(m.pods),
                 notes=m.notes,
             )
         index.set_pod_groups(wl, [(m.metadata.namespace, m.metadata.name) for m in merged])
@@ -569,7 +566,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     # what the decisions allocated and it holds on to): its places per pod, its PodGroup views per group
     meter.add(MEMO_PLACES, 0)
     meter.add("DecisionStore: pod records", 0)  # filled in below, once the pass's own leftovers are freed
-    meter.add(MEMO_VIEWS, 0)
     meter.add("DecisionStore: PodGroup and workload records", pg_bytes)
     print(
         f"decided {n_pods:,} pods in {decide_s:.0f} s (traced); {mismatched} decisions differ from the "
@@ -607,15 +603,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             where = f"{Path(frame.filename).relative_to(REPO) if frame.filename.startswith(str(REPO)) else frame.filename}"
             print(f"  {st.size_diff / n_pods:8,.0f}  {where}:{frame.lineno}")
 
-    # What the memo alone keeps: drop its PodGroup views, then its pods' places, and see what is freed
-    # (all figures above were taken with it in place).
+    # What the plan cache alone keeps: let it expire and see what is freed (all figures above were taken
+    # with it in place).
     memos = [m for m in (memo.get(wl) for wl in wl_keys) if m is not None]
     gc.collect()
-    t0 = traced()
-    for m in memos:
-        m.groups.clear()
-    gc.collect()
-    memo_groups = t0 - traced()
+    memo_groups = 0
     t0 = traced()
     expired = memo.expire(memo.idle_seconds)  # what the controller does once they are idle
     assert expired == len(memos) and len(memo) == 0, (expired, len(memos), len(memo))
@@ -623,14 +615,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     gc.collect()
     memo_members = t0 - traced()
     meter.add(MEMO_PLACES, memo_members)
-    meter.add(MEMO_VIEWS, memo_groups)
     # the records, and what they keep of what deciding allocated (messages, provenance texts): all the
     # pass retained but the dependencies, the memo and the PodGroup / workload records
     meter.add("DecisionStore: pod records", total_pass - deps_bytes - pg_bytes - memo_groups - memo_members - freed)
     tracemalloc.stop()
 
     # the goal's scope: what the controller holds per pod (not per PodGroup / workload, not the owners)
-    per_group = ("DecisionStore: PodGroup and workload records", MEMO_VIEWS, "PodGroup cache (one per workload)")
+    per_group = ("DecisionStore: PodGroup and workload records", "PodGroup cache (one per workload)")
     # the goal's figure: what stays per cached pod; the memo is kept only while its workload is reconciled
     target_parts = [
         k for k in meter.parts if not k.startswith("owner") and k not in per_group and k != MEMO_PLACES

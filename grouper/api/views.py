@@ -293,11 +293,14 @@ class Views:
         )
 
     @staticmethod
-    def _representative(pod_recs: list[dict[str, Any]]) -> dict[str, Any]:
-        """The newest grouped pod record (its view of the PodGroup is the one written, see core.merge)."""
-        grouped = [r for r in pod_recs if r.get("outcome") == "grouped"] or pod_recs
-        return max(grouped, key=lambda r: (str(r.get("decidedAt") or ""), (r.get("pod") or {}).get("name", "")),
-                   default={})
+    def _representative(rec: dict[str, Any], pod_recs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The record of the pod whose view of the PodGroup was written (the PodGroup's record names it:
+        the merge rule of ``core/workload_plan.py`` is not repeated here); else its first grouped pod."""
+        newest = rec.get("newestPod")
+        for r in pod_recs:
+            if newest and (r.get("pod") or {}).get("name") == newest:
+                return r
+        return next((r for r in pod_recs if r.get("outcome") == "grouped"), pod_recs[0] if pod_recs else {})
 
     def matching_podgroups(self, f: ListFilters) -> list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]:
         """(record, desired object, pod records) of every managed PodGroup matching ``f``, by (namespace, name).
@@ -318,7 +321,7 @@ class Views:
                 wl = self._workload_ref(desired, pod_recs)
                 if not kind_matches(f.kind, wl.apiVersion, wl.kind):
                     continue
-            if f.plugin and not plugin_matches(f.plugin, self._representative(pod_recs).get("plugin")):
+            if f.plugin and not plugin_matches(f.plugin, self._representative(rec, pod_recs).get("plugin")):
                 continue
             if f.queue and (desired.get("spec") or {}).get("queue") != f.queue:
                 continue
@@ -387,7 +390,7 @@ class Views:
                 pod_recs: list[dict[str, Any]]) -> PodGroupSummary:
         ns = str(rec.get("namespace") or "")
         spec = desired.get("spec") or {}
-        rep = self._representative(pod_recs)
+        rep = self._representative(rec, pod_recs)
         wl = self._workload_ref(desired, pod_recs)
         workload_obj = safe_get(objects, wl.apiVersion, wl.kind, ns, wl.name) if wl.kind else None
         queue = spec.get("queue")
@@ -413,7 +416,7 @@ class Views:
         desired = _sanitize_object(_desired(rec))
         spec = desired.get("spec") or {}
         pod_recs = decisions.pods_of_group(namespace, name)
-        rep = self._representative(pod_recs)
+        rep = self._representative(rec, pod_recs)
         wl = self._workload_ref(desired, pod_recs)
         workload_obj = safe_get(objects, wl.apiVersion, wl.kind, namespace, wl.name) if wl.kind else None
         defn = self.definition_for(wl.apiVersion, wl.kind) if wl.kind else None

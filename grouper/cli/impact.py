@@ -9,6 +9,7 @@ held" when the hold rule (grouper/core/hold.py) keeps the stored PodGroup until 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ def impact(kube: Any, args: argparse.Namespace, before: Any, after: Any) -> tupl
     from grouper.cli.live_lookups import LiveLookups
     from grouper.cli.live_workload import PODGROUPS, PODS
     from grouper.core.hold import Gang, hold_of, source_of, weakenings
-    from grouper.core.merge import merge_pod_groups
+    from grouper.core.workload_plan import plan_workload
     from grouper.kube.transport import ApiError
     from grouper.model import objects as o
     from grouper.model.objects import GVK
@@ -144,18 +145,19 @@ def impact(kube: Any, args: argparse.Namespace, before: Any, after: Any) -> tupl
             if ns not in pods_by_ns:
                 pods_by_ns[ns] = kube.list_items(PODS.path(ns))
             lookups = LiveLookups(kube, config)
-            olds, news = [], []
+            olds: dict[str, Any] = {}
             for pod in pods_by_ns[ns]:
                 if o.meta(pod).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                     continue
                 d_old = old_grouper.decide(pod, lookups)
-                if d_old.top_owner is None or d_old.top_owner.uid != uid:
-                    continue
-                olds.append(d_old)
-                news.append(new_grouper.decide(pod, lookups))
+                if d_old.top_owner is not None and d_old.top_owner.uid == uid:
+                    olds[o.name(pod)] = (pod, d_old)
             if not olds:
                 continue
-            merged_old, merged_new = merge_pod_groups(olds), merge_pod_groups(news)
+            mine = [pod for pod, _ in olds.values()]
+            decided_old = {name: d for name, (_, d) in olds.items()}
+            merged_old = plan_workload(mine, functools.partial(_decided, decided_old), namespace=ns).groups
+            merged_new = plan_workload(mine, functools.partial(_decide, new_grouper, lookups), namespace=ns).groups
             spec_old = {m.metadata.name: m.metadata.spec() for m in merged_old}
             spec_new = {m.metadata.name: m.metadata.spec() for m in merged_new}
             if spec_old == spec_new:
@@ -166,8 +168,8 @@ def impact(kube: Any, args: argparse.Namespace, before: Any, after: Any) -> tupl
             effects: list[str] = []
             for m in merged_old:
                 stored = kube.get_object(PODGROUPS.path(ns, m.metadata.name)) or m.metadata.to_object()
-                members = {d.pod_name for d in m.decisions}
-                replacing = [n.metadata for n in merged_new if members & {d.pod_name for d in n.decisions}]
+                members = set(m.pods)
+                replacing = [n.metadata for n in merged_new if members & set(n.pods)]
                 gen = o.meta(wl).get("generation")
                 hold = hold_of(stored, replacing, generation=None if gen is None else str(gen), current=current)
                 if hold is not None:
@@ -178,6 +180,16 @@ def impact(kube: Any, args: argparse.Namespace, before: Any, after: Any) -> tupl
             item.effect = "; ".join(sorted(set(effects)))
             out.append(item)
     return out, warnings
+
+
+def _decided(decisions: dict[str, Any], pod: Any) -> Any:
+    from grouper.model import objects as o
+
+    return decisions[o.name(pod)]
+
+
+def _decide(grouper: Any, lookups: Any, pod: Any) -> Any:
+    return grouper.decide(pod, lookups)
 
 
 def _table(name: str, change: str, impacts: list[Impact]) -> str:

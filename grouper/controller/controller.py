@@ -36,7 +36,7 @@ from grouper.controller.decisions import DecisionStore
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.leader import LeaderElector
-from grouper.controller.memo import DecisionMemo
+from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import (
     POD_PODGROUP_INDEX,
@@ -155,6 +155,9 @@ class Controller:
                 can_write=self.can_write,
                 metrics=metrics,
                 cached=self._cached_pod,
+                # as many pod patches in flight as PodGroup writes can be: a 1,000-pod workload is one
+                # reconcile, and its patches are most of a burst's writes
+                concurrency=settings.max_concurrent_reconciles,
             ),
             events=self.recorder,
             upstream=(
@@ -165,7 +168,7 @@ class Controller:
                 else None
             ),
         )
-        self.memo = DecisionMemo()
+        self.plans = PlanCache()
         self.reconciler = Reconciler(
             cache=self.cache,
             index=self.index,
@@ -174,12 +177,10 @@ class Controller:
             store=self.store,
             metrics=metrics,
             enqueue=self.queue.add,
+            retry=self.queue.add_rate_limited,
             deleted=self.deleted,
-            memo=self.memo,
-            # as many pod patches in flight as PodGroup writes can be: a 1,000-pod workload is one
-            # reconcile, and its patches are most of a burst's writes
-            pod_patch_concurrency=settings.max_concurrent_reconciles,
-            readded=self.queue.readded,
+            plans=self.plans,
+            pod_group_concurrency=settings.max_concurrent_reconciles,
         )
         self.handlers = EventHandlers(
             cache=self.cache,
@@ -190,7 +191,7 @@ class Controller:
             spawn=self._spawn,
             deleted=self.deleted,
             metrics=metrics,
-            memo=self.memo,
+            plans=self.plans,
             batch_window=settings.batch_window,
         )
         # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions) may change any
@@ -244,7 +245,7 @@ class Controller:
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
         await self.cache.start_defaults_configmap()
-        self._spawn(self._expire_memos())
+        self._spawn(self._expire_plans())
         self._started = True
         self.started_at = time.monotonic()
         log.info(
@@ -253,11 +254,11 @@ class Controller:
             extra={"pods": len(self.cache.informer(POD) or ()), **self.index.sizes()},
         )
 
-    async def _expire_memos(self) -> None:
-        """Drop idle workloads' memos also when nothing is reconciled (each use drops them too)."""
+    async def _expire_plans(self) -> None:
+        """Drop idle workloads' kept decisions also when nothing is reconciled (each use drops them too)."""
         while True:
-            await asyncio.sleep(self.memo.idle_seconds / 4)
-            self.memo.expire()
+            await asyncio.sleep(self.plans.idle_seconds / 4)
+            self.plans.expire()
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:
@@ -310,7 +311,7 @@ class Controller:
                  time.monotonic() - t0, extra={"workloads": workloads, "pods": pods})
 
     async def stop_workers(self, *, drain: float = 0.0) -> None:
-        """Stop the workers, then the pod patches their passes handed on (within the same ``drain``)."""
+        """Stop the workers, then the pod patches their passes sent (within the same ``drain``)."""
         t0 = time.monotonic()
         await self.workers.stop(drain=drain)
         await self.reconciler.settle(max(0.0, drain - (time.monotonic() - t0)))

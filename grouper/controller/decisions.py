@@ -293,6 +293,7 @@ class _PodGroupRecord:
         "last_operation",
         "name",
         "namespace",
+        "newest",
         "notes",
         "ok",
         "pods",
@@ -314,6 +315,7 @@ class _PodGroupRecord:
         self.error_at: float | None = None
         self.ok = True
         self.stored = True  # False: never written (its create was refused), so not in the cluster
+        self.newest = ""  # the pod whose view of the PodGroup is the one written (workload_plan.merge)
 
     def render(self) -> Record:
         return {
@@ -330,6 +332,7 @@ class _PodGroupRecord:
             "lastErrorTime": _render_time(self.error_at),
             "ok": self.ok,
             "stored": self.stored,
+            "newestPod": self.newest or None,
         }
 
 
@@ -455,8 +458,10 @@ class DecisionStore:
         notes: list[str],
         error: str | None = None,
         stored: bool = True,
+        newest: str = "",
     ) -> None:
-        """``stored``: whether the PodGroup exists in the cluster (False: its create was refused)."""
+        """``stored``: whether the PodGroup exists in the cluster (False: its create was refused); ``newest``:
+        the pod whose view of it was written."""
         old = self._pod_groups.get(namespace, {}).get(name)
         now = _clock()
         rec = _PodGroupRecord(namespace, name, _NAMES(workload), _pack(desired), tuple(pods), tuple(notes))
@@ -467,6 +472,7 @@ class DecisionStore:
         rec.error_at = now if error else (old.error_at if old else None)
         rec.ok = error is None
         rec.stored = stored
+        rec.newest = _NAMES(newest) if newest else ""
         self._pod_groups.setdefault(namespace, {})[name] = rec
         self.updated = time.monotonic()
 

@@ -35,7 +35,7 @@ from grouper.controller.cache import (
     retry_key,
 )
 from grouper.controller.decisions import DecisionStore
-from grouper.controller.memo import DecisionMemo
+from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -99,11 +99,11 @@ class EventHandlers:
         spawn: Spawn,
         deleted: DeletedOwners,
         metrics: Metrics | None = None,
-        memo: DecisionMemo | None = None,
+        plans: PlanCache | None = None,
         batch_window: float = 0.0,
     ) -> None:
         self.cache, self.index, self.queue, self.store = cache, index, queue, store
-        self.memo = memo if memo is not None else DecisionMemo()
+        self.plans = plans if plans is not None else PlanCache()
         self.batch_window = batch_window
         self.expectations = expectations
         self.spawn = spawn
@@ -137,7 +137,6 @@ class EventHandlers:
             wl = self.index.remove_pod(key)
             self.store.forget_pod(*key)
             if wl is not None:
-                self.memo.touch(wl, key[1])
                 self.queue.add(wl)
             return
         if echo:
@@ -165,9 +164,7 @@ class EventHandlers:
         if wl is None:
             return  # parked until the owner kind's informer is up
         prev = self.index.set_pod(key, wl)
-        self.memo.touch(wl, key[1])
         if prev is not None:
-            self.memo.touch(prev, key[1])
             self.queue.add(prev)
         if new and _grouped_before(pod):
             # listed after a restart or a re-list, already in a PodGroup: a re-check, behind new work
@@ -308,15 +305,15 @@ class EventHandlers:
     def changed(self, wl: WorkloadKey, *, background: bool = False) -> None:
         """Something ``wl``'s decisions read changed: decide all its pods again (not only new ones).
         ``background``: a re-check of everything (a resync), queued behind new work."""
-        self.memo.invalidate(wl)
+        self.plans.invalidate(wl)
         self.queue.add(wl, background=background)
 
     def recheck(self, wl: WorkloadKey) -> None:
         self.changed(wl, background=True)
 
     def check(self, wl: WorkloadKey) -> None:
-        """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: a memo is
-        exact until something its decisions read changes (which invalidates it), leader or not."""
+        """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: they hold
+        until something they read changes (which drops them), leader or not."""
         self.queue.add(wl, background=True)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
@@ -340,7 +337,7 @@ class EventHandlers:
                 # or deleted by someone else, it is news: a JobSet's decision reads the shape of the PodGroup
                 # named after it (flat: the legacy shape), and the kept decisions never read this one (it
                 # did not exist when they were made), so its uid is no dependency to invalidate them.
-                if etype != ADDED or not self.memo.made(wl, o.name(pg), owners):
+                if etype != ADDED or not self.plans.made(wl, o.name(pg), owners):
                     self.changed(wl)
 
     def on_namespace(self, etype: str, ns: Obj, old: Obj | None) -> None:

@@ -6,8 +6,6 @@
 - **Per-key exponential back-off** for failures (:meth:`add_rate_limited`): ``base * 2**n`` capped at
   ``max_delay`` (1 s … 60 s like upstream's podgrouper), reset by :meth:`forget` after a success.
 - **Delayed adds** keep only the earliest pending time per key.
-- **Re-added while processing** (:meth:`readded`): a future a worker can wait on, so a long pass can hand
-  the rest of its work (pod patches in flight) on to the next pass of the same key instead of holding it.
 - **A background lane** (``add(key, background=True)``): re-checks of workloads already grouped (after a
   restart, a periodic resync) wait behind everything else, so a new workload is not queued behind 20,000
   re-checks; adding a background key normally moves it to the front lane.
@@ -47,7 +45,6 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._delayed: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._readded: dict[K, asyncio.Future[None]] = {}  # keys being processed -> "added again" signal
         self._shutdown = False
         self.busy_since: float | None = None  # monotonic; None while idle
 
@@ -66,9 +63,6 @@ class WorkQueue(Generic[K]):
             pending[1].cancel()
         self._dirty.add(key)
         if key in self._processing:
-            fut = self._readded.pop(key, None)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
             return  # re-queued by done()
         if self.busy_since is None:
             self.busy_since = time.monotonic()
@@ -146,25 +140,9 @@ class WorkQueue(Generic[K]):
                 self._in_background.discard(key)
                 return key
 
-    def readded(self, key: K) -> asyncio.Future[None]:
-        """A future that resolves once ``key``, being processed, is added again (at once if it already
-        was): the pass now running is sure to be followed by another. Never resolves for a key that is
-        not being processed; :meth:`done` cancels it."""
-        fut = self._readded.get(key)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-            if key in self._processing and key in self._dirty:
-                fut.set_result(None)
-            elif key in self._processing:
-                self._readded[key] = fut
-        return fut
-
     def done(self, key: K) -> None:
         """Processing of ``key`` finished; if it was added meanwhile, it goes back in the queue."""
         self._processing.discard(key)
-        fut = self._readded.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.cancel()
         if key in self._dirty and not self._shutdown:
             self._queue.append(key)
             self._gauge()

@@ -3,8 +3,7 @@
 ``max_concurrent_reconciles`` workers share the queue; one key is never processed by two at once (the
 queue guarantees it). Results map to the queue: ``ok`` forgets the key's back-off, ``error`` re-queues
 it with back-off, ``failed`` (a decision error no retry can fix, a write the API server refused for good:
-controller-runtime's terminal error) waits for the next change of an object it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second, ``handed_on`` (its
-patches left to the next pass) is already queued again. A reconcile cancelled
+controller-runtime's terminal error) waits for the next change of an object it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second. A reconcile cancelled
 half-way (lease lost, shutdown) is put back for whoever leads next.
 """
 
@@ -98,7 +97,6 @@ class WorkerPool:
             self.queue.add_after(wl, result.retry_after)
         elif result.status == "not_leader":
             self.queue.add_after(wl, 1.0)
-        # handed_on: re-queued already (that is why it handed on); its back-off stays as it was
 
 
 def _log_result(wl: WorkloadKey, r: Result, retries: int) -> None:

@@ -1,8 +1,9 @@
 """Offline planning: run the core over a fixed set of objects, as ``grouper plan`` does.
 
 Given workloads, their intermediate owners and pods (plus, optionally, Karta objects,
-PriorityClasses and the defaults ConfigMap), decide every pod and merge the decisions into the
-PodGroups that the controller would write. No cluster is involved.
+PriorityClasses and the defaults ConfigMap), plan each namespace's pods on the controller's own path
+(:func:`grouper.core.workload_plan.plan_workload`): every pod decided, the decisions merged into the
+PodGroups the controller would write. No cluster is involved.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from grouper.core.config import GroupingConfig
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.satisfiable import plan_reasons
+from grouper.core.workload_plan import PlannedGroup, plan_workload
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 
 
 @dataclass
 class PlanResult:
-    pod_groups: list[MergedPodGroup] = field(default_factory=list)
+    pod_groups: list[PlannedGroup] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
 
     @property
@@ -33,6 +34,11 @@ class PlanResult:
     def warnings(self) -> list[str]:
         """Why PodGroups of the plan can never be scheduled (``satisfiable.unsatisfiable_reasons``)."""
         return [w for pg in self.pod_groups for w in plan_reasons(pg)]
+
+    def plugin_of(self, group: PlannedGroup) -> str | None:
+        """The plugin that decided the group's newest pod."""
+        return next((d.plugin for d in self.decisions if d.pod_name == group.newest
+                     and d.pod_namespace == group.metadata.namespace), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +68,13 @@ def plan(objects: list[Obj], grouper: Grouper, config: GroupingConfig | None = N
         (obj for obj in objects if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1"),
         key=lambda p: (o.namespace(p), o.name(p)),
     )
-    decisions = [grouper.decide(pod, lookups) for pod in pods]
-    creation = {f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp") or "") for p in pods}
-    return PlanResult(merge_pod_groups(decisions, creation), decisions)
+    by_ns: dict[str, list[Obj]] = {}
+    for pod in pods:
+        by_ns.setdefault(o.namespace(pod), []).append(pod)
+    result = PlanResult()
+    for ns in sorted(by_ns):  # PodGroup names are unique per namespace: one merge each
+        planned = plan_workload(by_ns[ns], lambda pod: grouper.decide(pod, lookups), namespace=ns)
+        result.pod_groups.extend(planned.groups)
+        result.decisions.extend(d for _, d in planned.decided)
+    return result
+

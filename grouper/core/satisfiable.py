@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from grouper.core.merge import MergedPodGroup
+from grouper.core.workload_plan import PlannedGroup
 from grouper.model.errors import shown
 from grouper.model.podgroup import MAX_GANG_PODS, PodGroupMetadata
 
@@ -59,9 +59,6 @@ def unsatisfiable_reasons(
     return out
 
 
-def plan_reasons(pod_group: MergedPodGroup) -> list[str]:
-    """``unsatisfiable_reasons`` of a merged PodGroup (``grouper plan``, the controller's desired state)."""
-    members: dict[str | None, list[str]] = {}
-    for d in pod_group.decisions:
-        members.setdefault(d.sub_group or None, []).append(d.pod_name)
-    return unsatisfiable_reasons(pod_group.metadata, members)
+def plan_reasons(pod_group: PlannedGroup) -> list[str]:
+    """``unsatisfiable_reasons`` of a planned PodGroup (``grouper plan``, the controller's desired state)."""
+    return unsatisfiable_reasons(pod_group.metadata, pod_group.members())

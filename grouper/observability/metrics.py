@@ -35,22 +35,15 @@ class Metrics:
         )
         self.decisions = Counter(
             f"{PREFIX}_pod_decisions_total",
-            "Pod decisions made, by path: full (every pod of the workload decided again) or incremental "
-            "(only new or changed pods, placed into the PodGroups already decided).",
-            ["path"],
+            "Pods planned by reconciles, by source: decided (a fresh decision) or kept (the decision the "
+            "workload's last plan made for the same, unchanged pod).",
+            ["source"],
             registry=r,
         )
         self.pod_routes = Counter(
             f"{PREFIX}_pod_routes_total",
             "Pods mapped to their workload on a watch or list event, by path: walk (an owner walk on the cache) "
             "or shared (the walk of a pod with the same controlling owner in the same run of the event loop).",
-            ["path"],
-            registry=r,
-        )
-        self.pods_examined = Counter(
-            f"{PREFIX}_pods_examined_total",
-            "Pods a reconcile looked at, by path: full (every pod of the workload) or incremental (only pods "
-            "with a watch event since the workload's last reconcile, or left unsettled by it).",
             ["path"],
             registry=r,
         )

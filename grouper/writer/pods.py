@@ -7,9 +7,10 @@ a sub-group — upstream leaves it (kai-podgrouper.md §8 item 4). No request at
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,6 +26,8 @@ from grouper.writer.podgroups import NotLeader
 log = logging.getLogger(__name__)
 
 PatchResult = Literal["patched", "unchanged", "gone"]
+# What a patch started with :meth:`PodPatcher.start` ends with: its result, or the ApiError / NotLeader it met
+Landed = Callable[[Obj, "PatchResult | Exception"], Awaitable[None]]
 POD_RESOURCE = WELL_KNOWN[GVK("", "v1", "Pod")]
 
 
@@ -95,7 +98,12 @@ def _created_at(pod: Obj) -> float | None:
 
 class PodPatcher:
     """Marks pods. ``expectations`` (shared with the event handlers) holds our patches the cache has not
-    shown yet (:func:`marked`)."""
+    shown yet (:func:`marked`).
+
+    Fire and track: :meth:`start` sends a patch in the background (at most ``concurrency`` at once) and
+    owns it until it lands, then hands its outcome to the caller's ``landed`` callback; the reconciler never
+    waits for one (:meth:`heading` tells it a pod's patch is on its way; :meth:`settle` ends them on
+    shutdown or when leadership ends)."""
 
     def __init__(
         self,
@@ -105,6 +113,7 @@ class PodPatcher:
         can_write: Callable[[], bool] = lambda: True,
         metrics: Metrics | None = None,
         cached: Callable[[str, str], Obj | None] = lambda namespace, name: None,
+        concurrency: int = 16,
     ) -> None:
         """``cached``: the pod as the cache holds it now (namespace, name)."""
         self.client = client
@@ -112,6 +121,55 @@ class PodPatcher:
         self.can_write = can_write
         self.metrics = metrics
         self.cached = cached
+        self.concurrency = concurrency
+        self._sem: asyncio.Semaphore | None = None  # made in the loop that runs the patches
+        self._flights: dict[tuple[str, str], tuple[tuple[str, str | None], asyncio.Task[None]]] = {}
+
+    # ------------------------------------------------------------------ fire and track
+
+    def start(self, pod: Obj, pod_group: str, sub_group: str | None, landed: Landed) -> None:
+        """Patch ``pod`` in the background; ``landed(pod, outcome)`` runs when it is done (not when it is
+        cancelled). One patch per pod at a time: the caller asks :meth:`heading` first."""
+        key = (o.namespace(pod), o.name(pod))
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        task = asyncio.get_running_loop().create_task(self._fly(key, pod, pod_group, sub_group, landed))
+        self._flights[key] = ((pod_group, sub_group), task)
+
+    async def _fly(self, key: tuple[str, str], pod: Obj, pod_group: str, sub_group: str | None, landed: Landed) -> None:
+        outcome: PatchResult | Exception
+        try:
+            assert self._sem is not None
+            async with self._sem:
+                try:
+                    outcome = await self.ensure(pod, pod_group, sub_group)
+                except (ApiError, NotLeader) as e:
+                    outcome = e
+        finally:
+            flight = self._flights.get(key)
+            if flight is not None and flight[1] is asyncio.current_task():
+                del self._flights[key]
+        await landed(pod, outcome)
+
+    def heading(self, namespace: str, name: str) -> tuple[str, str | None] | None:
+        """(PodGroup, sub-group) the pod's patch on its way sets; None when none is on its way."""
+        flight = self._flights.get((namespace, name))
+        return flight[0] if flight is not None else None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flights)
+
+    async def settle(self, timeout: float = 0.0) -> None:
+        """Let the patches on their way land (up to ``timeout`` seconds), then cancel the rest."""
+        tasks = [t for _, t in self._flights.values()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout) if timeout > 0 else (set(), set(tasks))
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._flights.clear()
 
     def current(self, pod: Obj) -> Obj:
         """The pod as it is now: our own patch the cache has not shown yet, else the cache's object.

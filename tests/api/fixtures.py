@@ -20,8 +20,8 @@ from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.core.decision import Decision
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.merge import MergedPodGroup, merge_pod_groups
 from grouper.core.plan import plan
+from grouper.core.workload_plan import PlannedGroup, merge_decisions
 from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
 from grouper.model import objects as o
@@ -163,7 +163,7 @@ def example_objects() -> list[dict[str, Any]]:
 
 
 def record(store: DecisionStore, decisions: list[Decision],
-           merged: list[MergedPodGroup] | None = None) -> list[dict[str, Any]]:
+           merged: list[PlannedGroup] | None = None) -> list[dict[str, Any]]:
     """Record decisions and their merged PodGroups like the reconciler does; returns the PodGroups as stored."""
     for d in decisions:
         wl = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner else WorkloadKey.of_pod(
@@ -172,11 +172,11 @@ def record(store: DecisionStore, decisions: list[Decision],
         if d.outcome == "grouped":
             store.record_pod_patched(d.pod_namespace, d.pod_name, "patched")
     stored = []
-    for i, m in enumerate(merge_pod_groups(decisions) if merged is None else merged):
+    for i, m in enumerate(merge_decisions(decisions) if merged is None else merged):
         md = m.metadata
         wl = WorkloadKey.of_ref(md.owner, md.namespace)
         store.record_pod_group(md.namespace, md.name, workload=str(wl), desired=md.to_object(),
-                               operation="created", pods=[d.pod_name for d in m.decisions], notes=m.notes)
+                               operation="created", pods=list(m.pods), notes=m.notes, newest=m.newest)
         pg = md.to_object()
         pg["metadata"]["resourceVersion"] = str(1000 + i)
         stored.append(pg)

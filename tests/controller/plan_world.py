@@ -1,4 +1,4 @@
-"""An in-memory cluster for driving the real controller (handlers, indexes, memo, reconciler, writers)
+"""An in-memory cluster for driving the real controller (handlers, indexes, plan cache, reconciler, writers)
 without an API server, and a fresh grouper over the same cluster to compare it with.
 
 - :class:`World` is the cluster's storage: objects by (apiVersion, kind, namespace, name), resource
@@ -236,7 +236,6 @@ def start_grouper(
         supervisor=Supervisor(),
         definitions=definitions,
     )
-    ctl.reconciler.readded = None  # a pass waits for its own patches (they land at once here): no hand-on
     for gvk, res in KINDS.items():
         inf = ctl.cache._new_informer(gvk, res)
         for obj in world.of(gvk):

@@ -330,7 +330,7 @@ def test_pod_group_records_render_the_desired_object_and_keep_the_last_write() -
     assert rec["lastOperation"] == "unchanged" and TIME.match(rec["lastWriteTime"]) and not rec["ok"]
     assert rec["lastError"] == "PodGroup ns/pg: write failed: 500" and rec["lastErrorTime"] == rec["reconciledAt"]
     assert list(rec) == ["namespace", "name", "workload", "desired", "pods", "notes", "lastOperation",
-                         "lastWriteTime", "reconciledAt", "lastError", "lastErrorTime", "ok", "stored"]
+                         "lastWriteTime", "reconciledAt", "lastError", "lastErrorTime", "ok", "stored", "newestPod"]
     assert store.pod_groups("ns") == [rec]
     store.forget_workload("Job.batch ns/train")
     assert store.pod_groups() == []

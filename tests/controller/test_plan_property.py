@@ -1,16 +1,18 @@
 """The controller's planning held in place: a Hypothesis state machine drives random sequences of pod and
-owner events through the real controller (event handlers, workload index, decision memo, reconciler,
+owner events through the real controller (event handlers, workload index, plan cache, reconciler,
 writers) over an in-memory cluster (``plan_world``), and checks every reconcile pass against a grouper
 started afresh on the same cluster:
 
-(a) the plan the pass acts on — kept from earlier passes (``_plan_incremental`` / ``_plan_of_memo``) or
-    decided again (``_plan_full``) — equals the plan of a brand-new grouper's ``_plan_full``: every
-    PodGroup as it would be written, its member pods and notes, every pod's place (PodGroup, sub-group,
-    not grouped, failed), the plugin, the workload and its live pod count;
-(b) the writes the pass sends are exactly the difference between that fresh plan and the stored objects:
-    a create/update of each PodGroup the writer finds different, a patch of each pod whose marks differ,
-    a delete of each PodGroup of the workload (or of one of its pods) that the plan no longer wants and no
-    pod names — no write missing, none needless.
+(a) the plan the pass acts on — made with the decisions kept from earlier passes (``Reconciler.plan`` over
+    the :class:`~grouper.controller.plans.PlanCache`) — equals the plan of a brand-new grouper, which
+    decides every pod: every PodGroup as it would be written, its member pods and notes, every pod's
+    place (PodGroup, sub-group, not grouped, failed), the plugin, the workload and its live pod count;
+(b) the writes the pass sends (its pod patches land after it: they are awaited before comparing) are
+    exactly the difference between that fresh plan and the stored objects: a create/update of each
+    PodGroup the writer finds different, a patch of each pod whose marks differ, a delete of each PodGroup
+    of the workload (or of one of its pods) that the plan no longer wants and no pod names — no write
+    missing, none needless. A pass that leaves the deletes to the pass its landing patches queue
+    (``Result.deferred``) is held to the rest, and that pass to the deletes.
 
 Events: workload created (batch Job, JobSet with its child Jobs, a Batchling decided by a cluster Karta,
 bare pods by the default grouper), pod created (its creation time drawn, so ties and the newest pod vary),
@@ -41,10 +43,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from grouper.controller.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS
 from grouper.controller.controller import Controller
-from grouper.controller.reconciler import Result, _Plan
+from grouper.controller.reconciler import Result
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.core.validation import validate_pod_group
+from grouper.core.workload_plan import WorkloadPlan
 from grouper.karta import DefinitionRegistry
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -111,20 +114,7 @@ def _show(g: Any) -> str:
     return f"{g[1].decode()} pods={list(g[2])} notes={list(g[3])}"
 
 
-def canonical(plan: _Plan, incremental: bool) -> Canon:
-    places: dict[str, Any] = {}
-    failed = {d.pod_name for _, d in plan.decided if d.outcome == "error"}
-    if incremental:
-        assert plan.memo is not None
-        for name, m in plan.memo.members.items():
-            places[name] = (m.pod_group, m.sub_group) if m.pod_group is not None else "not grouped"
-    else:
-        for _, d in plan.decided:
-            if d.outcome == "grouped" and d.pod_group is not None:
-                places[d.pod_name] = (d.pod_group.name, d.sub_group)
-            elif d.outcome != "error":
-                places[d.pod_name] = "not grouped"
-    places.update(dict.fromkeys(failed, "failed"))
+def canonical(plan: WorkloadPlan) -> Canon:
     ref_ = plan.workload_ref
     return Canon(
         plan.plugin,
@@ -134,11 +124,11 @@ def canonical(plan: _Plan, incremental: bool) -> Canon:
             (g.metadata.name, canon([g.metadata.to_object(), g.metadata.warnings]), tuple(sorted(g.pods)), tuple(g.notes))
             for g in plan.groups
         )),
-        tuple(sorted(places.items(), key=lambda kv: kv[0])),
+        tuple((name, plan.place(name)) for name in sorted(plan.pods)),
     )
 
 
-def expected_writes(ctl: Controller, plan: _Plan, world: World) -> list[tuple[str, str, str, bytes]]:
+def expected_writes(ctl: Controller, plan: WorkloadPlan, world: World) -> list[tuple[str, str, str, bytes]]:
     """The difference between ``plan`` and the stored objects, as the writes that make it up."""
     writer = ctl.writers.pod_groups
     out: list[tuple[str, str, str, bytes]] = []
@@ -159,7 +149,7 @@ def expected_writes(ctl: Controller, plan: _Plan, world: World) -> list[tuple[st
         if patch is not None:
             out.append(("patch", "Pod", name, canon(patch)))
         marks[name] = pg if pg in ok else o.annotations(pod).get(POD_GROUP_ANNOTATION)
-    failed = any(d.outcome == "error" for _, d in plan.decided)
+    failed = bool(plan.failed)
     if plan.workload_ref is not None and not failed and not any(
         v for g in plan.groups for v in validate_pod_group(g.metadata)
     ):
@@ -292,40 +282,44 @@ class PlanMachine(RuleBasedStateMachine):
         want_writes: list[tuple[str, str, str, bytes]] = []
         found = fresh.reconciler._live_pods(wl)
         if found is not None:
-            full = await fresh.reconciler._plan_full(wl, *found)
-            if isinstance(full, _Plan):
-                want = canonical(full, incremental=False)
+            full = await fresh.reconciler.plan(wl, found[0])
+            if isinstance(full, WorkloadPlan):
+                want = canonical(full)
                 want_writes = expected_writes(fresh, full, world)
             else:
                 assert full.status in ("ok",), f"a fresh plan of {wl} gave {full}"
         # the pass, its plan caught on its way to being written
         rec = ctl.reconciler
         seen: dict[str, Any] = {}
-        plan_incremental, apply = rec._plan_incremental, rec._apply
+        plan_of = rec.plan
 
-        async def incremental(wl_: WorkloadKey, memo: Any) -> _Plan | None:
-            plan = await plan_incremental(wl_, memo)
-            seen["path"] = "incremental" if plan is not None else "fell back"
+        async def planning(wl_: WorkloadKey, pods: list[Obj]) -> WorkloadPlan | Result:
+            kept = rec.plans.get(wl_)
+            plan = await plan_of(wl_, pods)
+            if isinstance(plan, WorkloadPlan):
+                seen["plan"] = canonical(plan)
+                seen["path"] = "kept" if kept and len(plan.decided) < plan.live else "decided"
             return plan
 
-        async def applying(wl_: WorkloadKey, plan: _Plan, terminal: int) -> Result:
-            seen["plan"] = canonical(plan, incremental=seen.get("path") == "incremental")
-            return await apply(wl_, plan, terminal)
-
-        rec._plan_incremental, rec._apply = incremental, applying  # type: ignore[method-assign]
+        rec.plan = planning  # type: ignore[method-assign]
         world.writes.clear()
         try:
             result = await rec.reconcile(wl)
+            while rec.patcher.in_flight:  # its patches land (the fake API server answers at once)
+                await asyncio.sleep(0)
         finally:
-            del rec._plan_incremental, rec._apply
+            del rec.plan
         got = seen.get("plan")
-        path = seen.get("path", "full")
+        path = seen.get("path", "none")
         self.stats[f"pass {path} {wl.kind}"] += 1
         writes = sorted((w.verb, w.kind, w.name, w.body) for w in world.writes)
-        where = f"pass of {wl} ({path} path, {result.status} {result.errors[:2]})"
+        where = f"pass of {wl} ({path}, {result.status} {result.errors[:2]})"
         if got != want:
             diff = got.diff(want) if got is not None and want is not None else [f"{got} != {want}"]
             raise AssertionError(f"{where}: kept plan != fresh full plan:\n  " + "\n  ".join(diff))
+        if result.deferred:  # the deletes are the next pass's (queued when the last patch landed)
+            want_writes = [w for w in want_writes if w[0] != "delete"]
+            assert wl in ctl.queue, f"{where}: deletes deferred and the workload is not queued again"
         # (b) for a pass that ran to its end: not one cut short to wait for the cache or the garbage collector
         if result.status in ("ok", "failed", "error") and writes != want_writes:
             raise AssertionError(

@@ -184,32 +184,6 @@ async def test_a_blocked_getter_wakes_for_a_background_key() -> None:
     assert await asyncio.wait_for(getter, 1) == "x"
 
 
-async def test_readded_resolves_when_the_key_being_processed_is_added_again() -> None:
-    q: WorkQueue[str] = WorkQueue()
-    q.add("a")
-    q.add("b")
-    key = await q.get()
-    fut = q.readded(key)
-    q.add("b")  # another key: no news for "a"
-    await asyncio.sleep(0)
-    assert not fut.done()
-    q.add("a")
-    assert fut.done() and not fut.cancelled()
-    assert q.readded("a").done(), "asked again after the re-add: at once"
-
-
-async def test_readded_is_cancelled_by_done_and_never_resolves_for_a_key_not_processed() -> None:
-    q: WorkQueue[str] = WorkQueue()
-    q.add("a")
-    key = await q.get()
-    fut = q.readded(key)
-    q.done(key)
-    assert fut.cancelled()
-    idle = q.readded("a")
-    q.add("a")  # waiting in the queue, not processed: no pass is running that could hand on
-    assert not idle.done()
-
-
 async def test_busy_since_marks_when_work_arrived_to_an_idle_queue() -> None:
     """Liveness counts a stall from here: set by the first add to an idle queue, kept while any key waits
     or is processed (re-adds while processing included), cleared when the last key is done."""

@@ -21,7 +21,7 @@ from grouper.controller.karta_sync import pod_paths
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.merge import merge_pod_groups
+from grouper.core.workload_plan import merge_decisions
 from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
 from grouper.runtime.composition import build_grouper
@@ -88,8 +88,8 @@ def test_decisions_on_the_cached_shapes_equal_those_on_the_full_objects(name: st
     slim = decide_all(cached(objects, registry), grouper)
     assert full, f"{name}: no pods"
     assert [d.to_record() for d in slim] == [d.to_record() for d in full]
-    full_groups = merge_pod_groups(full, _creation(objects))
-    slim_groups = merge_pod_groups(slim, _creation(objects))
+    full_groups = merge_decisions(full, _creation(objects))
+    slim_groups = merge_decisions(slim, _creation(objects))
     assert [m.metadata.to_object() for m in slim_groups] == [m.metadata.to_object() for m in full_groups]
 
 

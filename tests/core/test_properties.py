@@ -17,7 +17,7 @@ grouped / skipped / error, never ``InternalError`` (an exception inside a plugin
 must become a named error); the record is JSON-serializable and deciding twice gives the same record;
 when grouped, the PodGroup passes ``validate_pod_group``, its name is a DNS subdomain of at most 253
 characters, it lives in the pod's namespace and the pod is in at most one of its sub-groups. For every
-workload (``grouper plan`` semantics): ``merge_pod_groups`` over the decisions of all its pods yields one
+workload (``grouper plan`` semantics): ``merge_decisions`` over the decisions of all its pods yields one
 PodGroup per (namespace, name), every grouped pod in exactly one merged PodGroup and in at most one of
 its sub-groups, and the merged PodGroups validate.
 
@@ -47,9 +47,9 @@ from hypothesis.control import currently_in_test_context
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.merge import merge_pod_groups
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
 from grouper.core.validation import validate_pod_group
+from grouper.core.workload_plan import merge_decisions
 from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
 from grouper.model import objects as o
@@ -509,12 +509,12 @@ def assert_int32_counts(md: Any) -> None:
 
 
 def check_plan(decisions: list[Decision]) -> None:
-    merged = merge_pod_groups(decisions)
+    merged = merge_decisions(decisions)
     keys = [(m.metadata.namespace, m.metadata.name) for m in merged]
     assert len(keys) == len(set(keys)), f"several merged PodGroups share a name: {keys}"
     grouped = [d for d in decisions if d.outcome == "grouped"]
-    owners = Counter(id(d) for m in merged for d in m.decisions)
-    assert all(owners[id(d)] == 1 for d in grouped), "a grouped pod is in zero or several merged PodGroups"
+    owners = Counter(d_key for m in merged for d_key in (f"{m.metadata.namespace}/{p}" for p in m.pods))
+    assert all(owners[d.pod_key] == 1 for d in grouped), "a grouped pod is in zero or several merged PodGroups"
     assert sum(owners.values()) == len(grouped)
     for m in merged:
         md = m.metadata
@@ -524,7 +524,7 @@ def check_plan(decisions: list[Decision]) -> None:
         members = Counter(p for sg in md.sub_groups for p in sg.pods)
         several = [p for p, n in members.items() if n > 1]
         assert not several, f"PodGroup {md.name}: pods in several sub-groups: {several}"
-        names = {d.pod_name for d in m.decisions}
+        names = set(m.pods)
         assert set(members) <= names, f"PodGroup {md.name} lists pods it has no decision for"
 
 
@@ -582,10 +582,10 @@ def test_plan_merge_one_pod_group_per_name(case: tuple[str, list[dict[str, Any]]
     for d in decisions:
         if d.outcome == "grouped" and d.pod_group is not None:
             by_name.setdefault((d.pod_group.namespace, d.pod_group.name), set()).add(d.pod_name)
-    merged = {(m.metadata.namespace, m.metadata.name): m for m in merge_pod_groups(decisions)}
+    merged = {(m.metadata.namespace, m.metadata.name): m for m in merge_decisions(decisions)}
     assert set(merged) == set(by_name)
     for key, pod_names in by_name.items():
-        assert {d.pod_name for d in merged[key].decisions} == pod_names
+        assert set(merged[key].pods) == pod_names
 
 
 @settings(SETTINGS, max_examples=examples(60))
@@ -643,10 +643,10 @@ def test_irrelevant_changes_do_not_change_decisions(case: tuple, rnd: Any) -> No
                 d.pod_group.name, d.pod_group.spec(), d.sub_group)
     if len(keys) == len(set(keys)):
         creation = {f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp") or "") for p in pods}
-        merged = [m.metadata.to_object() for m in merge_pod_groups(base, creation)]
+        merged = [m.metadata.to_object() for m in merge_decisions(base, creation)]
         again = list(base)
         rnd.shuffle(again)
-        assert [m.metadata.to_object() for m in merge_pod_groups(again, creation)] == merged
+        assert [m.metadata.to_object() for m in merge_decisions(again, creation)] == merged
 
 
 def test_unmutated_examples_are_all_handled() -> None:

@@ -152,16 +152,16 @@ def render_table(result: PlanResult, data: dict[str, Any]) -> str:
     for merged in result.pod_groups:
         md = merged.metadata
         size = f"minSubGroup={md.min_sub_group}" if md.min_sub_group is not None else f"minMember={md.min_member}"
-        plugin = merged.decisions[0].plugin if merged.decisions else "?"
+        plugin = result.plugin_of(merged) or "?"
         lines.append(
             f"PodGroup {md.namespace}/{md.name}  {size}  queue={md.queue or '-'}  "
             f"priority={md.priority_class_name or '-'}  owner={md.owner.kind}/{md.owner.name}  plugin={plugin}"
         )
         in_sub = {p for sg in md.sub_groups for p in sg.pods}
         _render_sub_groups(md, None, 1, lines)
-        for d in merged.decisions:
-            if d.pod_name not in in_sub:
-                lines.append(f"  pod {d.pod_name}")
+        for name in merged.pods:
+            if name not in in_sub:
+                lines.append(f"  pod {name}")
     skipped = [d for d in result.decisions if d.outcome == "skipped"]
     for d in skipped:
         lines.append(f"skipped pod {d.pod_key}: {d.reason} ({d.message})")

@@ -1,7 +1,7 @@
-"""Incremental reconciles against the real API server: a pod that joins an already decided workload is
-decided alone (its siblings keep their decisions and the PodGroup is not written), while a change to an
-object the decisions read decides every pod again. Observed through
-``podgrouper_pod_decisions_total{path}``, the PodGroup and the pods' marks — what an operator sees.
+"""Kept decisions against the real API server: a pod that joins an already decided workload is decided
+alone (its siblings keep their decisions and the PodGroup is not written), while a change to an object
+the decisions read decides every pod again. Observed through ``podgrouper_pod_decisions_total{source}``,
+the PodGroup and the pods' marks — what an operator sees.
 
 The test plays the training operator: it creates the PyTorchJob and its pods itself (no controller of
 that kind runs here), so nothing else touches the pods and the counts are exact."""
@@ -26,8 +26,8 @@ SELECTOR = "training.kubeflow.org/job-name=train"
 
 
 
-def decisions(g: GrouperThread, path: str) -> float:
-    value = g.metrics.registry.get_sample_value("podgrouper_pod_decisions_total", {"path": path})
+def decisions(g: GrouperThread, source: str = "decided") -> float:
+    value = g.metrics.registry.get_sample_value("podgrouper_pod_decisions_total", {"source": source})
     return value or 0.0
 
 
@@ -74,15 +74,15 @@ def test_a_new_pod_is_decided_alone_and_an_owner_change_decides_all(
     ps = wait_until(lambda: annotated(kube, ns, 3, SELECTOR), 30, what="3 annotated pods")
     assert {p["metadata"]["annotations"][ANNOTATION] for p in ps} == {name}
     grouper.wait_idle()
-    full, incremental = decisions(grouper, "full"), decisions(grouper, "incremental")
-    assert full + incremental == 3, "each pod decided once while they arrived"
+    decided = decisions(grouper)
+    assert decided == 3, "each pod decided once while they arrived"
     pg_version = pod_groups(kube, ns)[name]["metadata"]["resourceVersion"]
 
     # the last worker arrives: it alone is decided, placed into the decided PodGroup, and patched
     kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", 2))
     ps = wait_until(lambda: annotated(kube, ns, 4, SELECTOR), 30, what="the new worker annotated")
     grouper.wait_idle()
-    assert (decisions(grouper, "full"), decisions(grouper, "incremental")) == (full, incremental + 1)
+    assert decisions(grouper) == decided + 1
     assert pod_groups(kube, ns)[name]["metadata"]["resourceVersion"] == pg_version, "PodGroup not rewritten"
     new = next(p for p in ps if p["metadata"]["name"] == "train-worker-2")
     assert new["metadata"]["annotations"][ANNOTATION] == name
@@ -97,20 +97,14 @@ def test_a_new_pod_is_decided_alone_and_an_owner_change_decides_all(
         what="the owner's new label on its PodGroup",
     )
     grouper.wait_idle()
-    assert decisions(grouper, "full") == full + 4
-    assert decisions(grouper, "incremental") == incremental + 1
+    assert decisions(grouper) == decided + 1 + 4
 
 
-def examined(g: GrouperThread, path: str) -> float:
-    value = g.metrics.registry.get_sample_value("podgrouper_pods_examined_total", {"path": path})
-    return value or 0.0
-
-
-def test_a_pass_looks_only_at_the_pods_with_an_event_and_still_repairs_a_stripped_mark(
+def test_a_new_pod_costs_one_decision_and_a_stripped_mark_is_repaired_without_deciding_again(
     kube: Kube, scoped: str, grouper: GrouperThread
 ) -> None:
-    """O(new pods) per pass: with 12 pods grouped, a new pod costs a look at that pod alone; a mark
-    someone strips from an old pod is an event of that pod, so it is put back by a look at it alone."""
+    """With 12 pods grouped, a new pod costs one decision (the others are kept); a mark someone strips
+    from an old pod changes nothing its decision read, so it is put back with the kept decision."""
     ns = scoped
     owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(12))
     kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
@@ -119,23 +113,18 @@ def test_a_pass_looks_only_at_the_pods_with_an_event_and_still_repairs_a_strippe
     name = f"pg-train-{owner['metadata']['uid']}"
     wait_until(lambda: annotated(kube, ns, 12, SELECTOR), 30, what="12 annotated pods")
     grouper.wait_idle()
-    full, incremental = examined(grouper, "full"), examined(grouper, "incremental")
-    assert full + incremental >= 12
+    decided = decisions(grouper)
+    assert decided == 12
 
-    # one look each: our own patch of the pod is no news, even when the watch shows it before the patch
-    # answered (tests/controller/test_echo_before_answer.py)
+    # our own patch of the pod changes nothing its decision read: it stays kept
     kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", 11))
     wait_until(lambda: annotated(kube, ns, 13, SELECTOR), 30, what="the new worker annotated")
     grouper.wait_idle()
-    assert examined(grouper, "full") == full
-    assert examined(grouper, "incremental") - incremental == 1
-    incremental = examined(grouper, "incremental")
-
+    assert decisions(grouper) == decided + 1
     kube.patch(f"/api/v1/namespaces/{ns}/pods/train-worker-3", {"metadata": {"annotations": {ANNOTATION: None}}})
     wait_until(lambda: annotated(kube, ns, 13, SELECTOR), 30, what="the stripped mark put back")
     grouper.wait_idle()
-    assert examined(grouper, "full") == full
-    assert examined(grouper, "incremental") - incremental == 1
+    assert decisions(grouper) == decided + 1, "the stripped pod's decision was kept"
     pod = kube.get(f"/api/v1/namespaces/{ns}/pods/train-worker-3")
     assert pod["metadata"]["annotations"][ANNOTATION] == name
 
@@ -176,7 +165,7 @@ def test_pods_left_unmarked_by_a_refused_podgroup_are_marked_once_it_is_written(
 ) -> None:
     """An admission policy refuses the PodGroup (422: terminal, so not retried on a timer): its pods stay
     unmarked; once the policy is gone, the next change of one pod re-queues the workload, and that pass
-    (which looks only at the pods with an event and those the failed pass left unsettled) marks all five."""
+    marks all five."""
     ns = scoped
     policy = _refuse_podgroups(kube, ns)
     try:

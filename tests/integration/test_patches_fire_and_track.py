@@ -1,6 +1,8 @@
-"""Pod patches outlive a long pass: when new pods of a workload arrive while its pass is still patching,
-the pass hands the patches in flight on to the next pass, which starts at once, patches only the new
-pods, and collects the old patches' results (a failure among them is reported and retried, not lost).
+"""Pod patches are fire-and-track: a pass sends its pods' patches on their way and ends; when new pods of
+the workload arrive while those patches are still in flight, the next pass patches only the new pods (a
+pod whose patch is on its way is not patched again), and each patch's outcome is recorded when it lands
+(a failure is reported and retried with back-off, not lost). Replaced PodGroups are deleted once the
+workload's patches have landed.
 
 Against the real API server; the pod patcher's client is wrapped only to hold the first pods' patches
 (a slow API server) and, in the second test, to fail one of them."""
@@ -107,7 +109,7 @@ def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
         )
         assert not any(later[p] for p in first), "the first pods' patches were held: none can be done yet"
         assert held.waiting == FIRST
-        assert reconciles(g, "handed_on") >= 1
+        assert reconciles(g, "ok") >= 2, "the passes ended with their patches still in flight"
         g.call(_set(held.release))
         final = wait_until(
             lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()) and a,
@@ -122,14 +124,15 @@ def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
         assert record["result"] == "ok" and record["pods"] == FIRST + LATER
 
 
-def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, kube: Kube, namespace: str) -> None:
+def test_a_patch_that_fails_after_its_pass_ended_is_reported_and_retried(cluster: Any, kube: Kube, namespace: str) -> None:
     ns = namespace
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns) as g:
         first = {f"serve-0-{w}" for w in range(FIRST)}
         held, owner = hold_the_first_pods(g, kube, ns, first, fail={"serve-0-3"})
         create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
-        wait_until(lambda: reconciles(g, "handed_on") >= 1, 30, what="a pass handing its patches on")
+        wait_until(lambda: (a := annotations(kube, ns)) and all(a.get(f"serve-0-{w}") for w in range(FIRST, FIRST + LATER)),
+                   30, what="the later pods patched while the first ones' patches are held")
         g.call(_set(held.release))
         final = wait_until(
             lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()) and a,
@@ -138,7 +141,7 @@ def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, k
         )
         g.wait_idle()
         assert sorted(held.sent) == sorted([*final, "serve-0-3"]), "the failed patch sent twice, every other once"
-        assert reconciles(g, "error") >= 1, "the pass that collected the failure reported it"
+        assert reconciles(g, "error") >= 1, "the pass that sent the failed patch again reported the failure"
         warnings = wait_until(
             lambda: [e for e in kube.list(f"/api/v1/namespaces/{ns}/events", field_selector="reason=PodGrouperWarning")
                      if "serve-0-3: cannot set its PodGroup: 500" in e.get("message", "")],
@@ -148,13 +151,13 @@ def test_a_failed_patch_a_pass_handed_on_is_reported_and_retried(cluster: Any, k
         assert {e["involvedObject"]["kind"] for e in warnings} >= {"Pod"}
 
 
-def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_next(
+def test_replaced_podgroups_are_deleted_once_the_patches_in_flight_have_landed(
     cluster: Any, kube: Kube, namespace: str
 ) -> None:
-    """A pass that hands its patches on skips deleting the PodGroups its workload replaced; the next pass
-    must still look at those of the pods the first one saw, though it looks only at the new pods. Here:
-    a stale per-pod PodGroup of one of the first pods (owned by it, named by no pod), as a pod that was
-    its own workload before its owner reached the cache leaves behind."""
+    """A pass whose workload has patches in flight leaves deleting the PodGroups the workload replaced (a
+    patch on its way may be moving a pod away from one): the last patch to land queues the workload, whose
+    pass deletes them. Here: a stale per-pod PodGroup of one of the first pods (owned by it, named by no
+    pod), as a pod that was its own workload before its owner reached the cache leaves behind."""
     ns = namespace
     label_namespace(kube, ns)
     with GrouperThread(cluster, ns) as g:
@@ -171,7 +174,9 @@ def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_
         assert pgs is not None
         wait_until(lambda: pgs.get(ns, "stale-serve-0-0"), 30, what="the stale PodGroup in the grouper's cache")
         create_pods(kube, ns, owner, range(FIRST, FIRST + LATER))
-        wait_until(lambda: reconciles(g, "handed_on") >= 1, 30, what="a pass handing its patches on")
+        wait_until(lambda: (a := annotations(kube, ns)) and all(a.get(f"serve-0-{w}") for w in range(FIRST, FIRST + LATER)),
+                   30, what="the later pods patched while the first ones' patches are held")
+        assert pgs.get(ns, "stale-serve-0-0") is not None, "not deleted while patches are in flight"
         g.call(_set(held.release))
         wait_until(
             lambda: (a := annotations(kube, ns)) and len(a) == FIRST + LATER and all(a.values()),
@@ -182,7 +187,7 @@ def test_a_pass_that_handed_on_leaves_the_replaced_podgroups_of_its_pods_to_the_
             lambda: (n := {p["metadata"]["name"] for p in kube.list(PG_PATH.format(ns=ns))}) == {
                 f"pg-serve-{owner['metadata']['uid']}-group-0"} and n,
             30,
-            what="the stale PodGroup of a pod the handed-on pass looked at deleted, the gang's kept",
+            what="the stale PodGroup deleted once the patches landed, the gang's kept",
         )
 
 

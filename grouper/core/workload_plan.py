@@ -1,0 +1,314 @@
+"""The plan of one workload: every live pod's decision merged into the PodGroups to write.
+
+One path for everyone who plans: the controller (each reconcile, and a standby deciding ahead of leading),
+``grouper plan`` (:mod:`grouper.core.plan`), the admission webhook and the tests. It is pure: it reads the
+pods, the lookups and ``previous`` — the decisions kept from the last plan of the same workload — and
+returns a :class:`WorkloadPlan`.
+
+``previous`` is only a cache of per-pod decisions: a kept decision is used again for the very pod it was
+made for (same uid, and the same resourceVersion, or a new one that changed nothing a decision reads of
+the pod: only the grouper's own marks, :func:`decision_signature`). The caller drops the whole cache when
+anything else a decision read changes (an owner, a PriorityClass, a definition: the controller's
+dependency index), so a kept decision is always the decision a fresh one would be. The merge always runs
+over every live pod's decision, kept or new: a 1,000-pod workload whose pods arrive one by one costs
+1,000 decisions and 1,000 cheap merges of 1,000 slim entries, never 1,000²/2 decisions.
+
+The merge rule (the only copy of it): per PodGroup, the view of the **newest** pod wins (creation time,
+then name) — KAI's last reconciled pod writes, made deterministic — and pods that disagree on the spec
+are noted. Failed decisions are never kept (they are made again next time), and a decision that read
+other pods (``listed_pods``: a sibling's annotation is an input) is never kept either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+
+from grouper.core.decision import Decision
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
+
+# Our own marks on the pod are the output of its decision, not an input to it.
+_OWN_KEYS = (POD_GROUP_ANNOTATION, SUBGROUP_LABEL)
+
+
+def _without_own(d: Any) -> Any:
+    """Labels / annotations minus our two keys; absent and empty are the same (a pod we marked gains a
+    map it did not have)."""
+    if isinstance(d, dict) and any(k in d for k in _OWN_KEYS):
+        d = {k: v for k, v in d.items() if k not in _OWN_KEYS}
+    return d or None
+
+
+def decision_signature(pod: Obj) -> int:
+    """A hash of everything a pod's decision can read of the pod itself, minus the grouper's own marks."""
+    meta = o.meta(pod)
+    key = (
+        o.uid(pod),
+        _without_own(meta.get("labels")),
+        _without_own(meta.get("annotations")),
+        meta.get("ownerReferences"),
+        meta.get("creationTimestamp"),
+        bool(meta.get("deletionTimestamp")),
+        pod.get("spec"),
+        pod.get("status"),
+    )
+    try:
+        return hash(orjson.dumps(key, option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # what orjson cannot encode (an integer beyond 64 bits in a hand-written manifest):
+        return hash((o.uid(pod), str(meta.get("resourceVersion")), "version-only"))  # a new version is a change
+
+
+def _version(pod: Obj) -> str:
+    return str(o.meta(pod).get("resourceVersion") or "")
+
+
+def _created(pod: Obj) -> str:
+    return str(o.meta(pod).get("creationTimestamp") or "")
+
+
+class Kept(NamedTuple):
+    """One pod's decision as kept between plans: small (a tuple of shared values, ~100 bytes, untracked by
+    the cyclic garbage collector) — the PodGroup view is shared by every pod that sees it alike."""
+
+    uid: str
+    version: str  # the pod's resourceVersion the decision was made (or confirmed) at
+    signature: int  # decision_signature of the pod then
+    created: str  # creationTimestamp: the merge order (then the name)
+    view: PodGroupMetadata | None  # its PodGroup as this pod sees it, without pod lists; None: not grouped
+    sub_group: str | None
+    plugin: str | None
+    top_owner: OwnerRef | None
+
+
+Previous = Mapping[str, Kept]  # pod name -> its kept decision
+
+
+def reusable(kept: Kept | None, pod: Obj) -> Kept | None:
+    """``kept`` when it is this pod's decision still (same uid; same version, or only our marks changed:
+    then with the pod's new version), else None."""
+    if kept is None or kept.uid != o.uid(pod):
+        return None
+    version = _version(pod)
+    if kept.version == version and version:
+        return kept
+    if kept.signature == decision_signature(pod):
+        return kept._replace(version=version)
+    return None
+
+
+def keep(pod: Obj, d: Decision, views: dict[str, PodGroupMetadata]) -> Kept | None:
+    """The kept form of a fresh decision; None for one that failed (made again next time). ``views``:
+    the views kept so far by PodGroup name, so equal views are one object."""
+    if d.outcome == "error":
+        return None
+    view: PodGroupMetadata | None = None
+    if d.outcome == "grouped" and d.pod_group is not None:
+        view = d.pod_group.for_keeping()
+        shared = views.get(view.name)
+        if shared is not None and shared == view:
+            view = shared
+        else:
+            views[view.name] = view
+    sub = d.sub_group if view is not None else None
+    return Kept(o.uid(pod), _version(pod), decision_signature(pod), _created(pod), view, sub, d.plugin, d.top_owner)
+
+
+@dataclass
+class PlannedGroup:
+    """One PodGroup as it should be: its metadata (sub-groups list their pods), its pods, and notes."""
+
+    metadata: PodGroupMetadata
+    pods: list[str]  # member pod names, sorted
+    notes: list[str] = field(default_factory=list)
+    newest: str = ""  # the pod whose view won
+
+    def members(self) -> dict[str | None, list[str]]:
+        """Pod names by sub-group (None: pods in no sub-group)."""
+        out: dict[str | None, list[str]] = {}
+        placed: set[str] = set()
+        for sg in self.metadata.sub_groups:
+            if sg.pods:
+                out[sg.name] = list(sg.pods)
+                placed.update(sg.pods)
+        loose = [p for p in self.pods if p not in placed]
+        if loose:
+            out[None] = loose
+        return out
+
+
+@dataclass
+class WorkloadPlan:
+    """What one workload should look like: its PodGroups and every live pod's place."""
+
+    namespace: str
+    pods: dict[str, Obj]  # the live pods planned, by name
+    kept: dict[str, Kept]  # every pod's decision to keep for the next plan (failed ones left out)
+    decided: list[tuple[Obj, Decision]]  # the decisions made afresh by this plan (errors among them)
+    groups: list[PlannedGroup]
+    placement: dict[str, tuple[str, str | None]]  # pod name -> (PodGroup, sub-group), grouped pods only
+    failed: set[str]  # pods whose decision failed
+    plugin: str = "none"
+    workload_ref: OwnerRef | None = None
+
+    @property
+    def live(self) -> int:
+        return len(self.pods)
+
+    def place(self, name: str) -> Any:
+        """The pod's place: (PodGroup, sub-group), "not grouped" or "failed"."""
+        if name in self.failed:
+            return "failed"
+        return self.placement.get(name, "not grouped")
+
+
+def to_decide(pods: Iterable[Obj], previous: Previous | None) -> tuple[list[Obj], dict[str, Kept]]:
+    """Split ``pods`` into those that need a decision and the kept decisions that still hold (by name)."""
+    fresh: list[Obj] = []
+    held: dict[str, Kept] = {}
+    for pod in pods:
+        k = reusable(previous.get(o.name(pod)), pod) if previous else None
+        if k is None:
+            fresh.append(pod)
+        else:
+            held[o.name(pod)] = k
+    return fresh, held
+
+
+def assemble(
+    namespace: str,
+    pods: Iterable[Obj],
+    held: Mapping[str, Kept],
+    decided: list[tuple[Obj, Decision]],
+    *,
+    keep_decisions: bool = True,
+) -> WorkloadPlan:
+    """Merge the kept decisions ``held`` and the fresh ones ``decided`` of ``pods`` into the plan.
+    ``keep_decisions``: False when a decision read other pods (nothing of this plan may be kept)."""
+    by_name = {o.name(p): p for p in pods}
+    views = {k.view.name: k.view for k in held.values() if k.view is not None}
+    kept: dict[str, Kept] = dict(held)
+    failed: set[str] = set()
+    for pod, d in decided:
+        k = keep(pod, d, views)
+        if k is None:
+            failed.add(o.name(pod))
+            kept.pop(o.name(pod), None)
+        else:
+            kept[o.name(pod)] = k
+    names = sorted(n for n in by_name if n in kept or n in failed)
+    plugin, workload_ref = "none", None
+    fresh_by_name = {o.name(p): d for p, d in decided}
+    for n in names:  # the first pod (by name) that names them, kept or fresh
+        k = kept.get(n)
+        p_ = k.plugin if k is not None else fresh_by_name[n].plugin
+        if p_:
+            plugin = p_
+            break
+    for n in names:
+        k = kept.get(n)
+        ref = k.top_owner if k is not None else fresh_by_name[n].top_owner
+        if ref is not None:
+            workload_ref = ref
+            break
+    groups, placement = merge(namespace, ((n, kept[n]) for n in names if n in kept))
+    plan = WorkloadPlan(
+        namespace,
+        {n: by_name[n] for n in names},
+        kept if keep_decisions else {},
+        decided,
+        groups,
+        placement,
+        failed,
+        plugin,
+        workload_ref,
+    )
+    return plan
+
+
+def merge(namespace: str, entries: Iterable[tuple[str, Kept]]) -> tuple[list[PlannedGroup], dict[str, tuple[str, str | None]]]:
+    """The PodGroups of the grouped entries (pod name, kept decision), in name order, and each grouped
+    pod's place. The newest pod's view of a PodGroup wins (creation time, then name)."""
+    by_group: dict[str, list[tuple[str, Kept]]] = {}
+    placement: dict[str, tuple[str, str | None]] = {}
+    for name, k in entries:
+        if k.view is not None:
+            by_group.setdefault(k.view.name, []).append((name, k))
+            placement[name] = (k.view.name, k.sub_group)
+    groups: list[PlannedGroup] = []
+    for pg in sorted(by_group):
+        members = sorted(by_group[pg], key=lambda e: (e[1].created, e[0]))
+        newest_name, newest = members[-1]
+        assert newest.view is not None
+        md = newest.view.copy_without_pods()
+        notes: list[str] = []
+        if any(k.view is not newest.view and not k.view.same_spec(newest.view) for _, k in members if k.view):
+            notes.append(f"pods disagree on the spec; used the view of the newest pod {namespace}/{newest_name}")
+        by_sg = {sg.name: sg for sg in md.sub_groups}
+        for name, k in members:
+            if k.sub_group and k.sub_group in by_sg:
+                by_sg[k.sub_group].pods.append(name)
+        for sg in md.sub_groups:
+            sg.pods.sort()
+        groups.append(PlannedGroup(md, sorted(n for n, _ in members), notes, newest_name))
+    return groups, placement
+
+
+def merge_decisions(decisions: Iterable[Decision], created: Mapping[str, str] | None = None) -> list[PlannedGroup]:
+    """:func:`merge` over decisions already made, of pods of any namespaces (``created``: pod key ->
+    creationTimestamp, the merge order); the PodGroups by (namespace, name)."""
+    created = created or {}
+    views: dict[str, PodGroupMetadata] = {}
+    by_ns: dict[str, list[tuple[str, Kept]]] = {}
+    for d in decisions:
+        if d.outcome != "grouped" or d.pod_group is None:
+            continue
+        view = d.pod_group.for_keeping()
+        shared = views.get(f"{d.pod_namespace}/{view.name}")
+        if shared is not None and shared == view:
+            view = shared
+        else:
+            views[f"{d.pod_namespace}/{view.name}"] = view
+        k = Kept(d.pod_uid, "", 0, created.get(d.pod_key, ""), view, d.sub_group, d.plugin, d.top_owner)
+        by_ns.setdefault(d.pod_namespace, []).append((d.pod_name, k))
+    out: list[PlannedGroup] = []
+    for ns in sorted(by_ns):
+        out.extend(merge(ns, by_ns[ns])[0])
+    return out
+
+
+def plan_workload(
+    pods: Iterable[Obj],
+    decide: Callable[[Obj], Decision],
+    previous: Previous | None = None,
+    *,
+    namespace: str = "",
+    keep_decisions: Callable[[], bool] = lambda: True,
+) -> WorkloadPlan:
+    """Plan ``pods`` (the live pods of one workload): decide those without a usable kept decision with
+    ``decide`` (``Grouper.decide`` over the caller's lookups), keep the rest, merge all."""
+    ordered = sorted(pods, key=o.name)
+    fresh, held = to_decide(ordered, previous)
+    decided = [(pod, decide(pod)) for pod in fresh]
+    ns = namespace or (o.namespace(ordered[0]) if ordered else "")
+    return assemble(ns, ordered, held, decided, keep_decisions=keep_decisions())
+
+
+__all__ = [
+    "Kept",
+    "PlannedGroup",
+    "Previous",
+    "WorkloadPlan",
+    "assemble",
+    "decision_signature",
+    "keep",
+    "merge",
+    "merge_decisions",
+    "plan_workload",
+    "reusable",
+    "to_decide",
+]
