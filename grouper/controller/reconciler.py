@@ -160,7 +160,8 @@ class Reconciler:
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
-        self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands
+        self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
+        self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
             stored_of=self._pod_groups_owned,
@@ -402,8 +403,8 @@ class Reconciler:
                 pod = plan.pods[name]
                 heading = self.patcher.heading(wl.namespace, name)
                 if heading is not None:
-                    if heading != (pg, sub):
-                        self._owed.add(wl)  # decided again while its patch flies: look again once it lands
+                    if heading != (pg, sub):  # decided again while its patch flies: look again once it lands
+                        self._owed_pods[(wl.namespace, name)] = wl  # (its workload may be another by now)
                     continue
                 if not self.patcher.needed(pod, pg, sub):
                     self._note_unchanged(pod)
@@ -451,6 +452,9 @@ class Reconciler:
             try:
                 await self._landed(wl, workload_obj, pod, outcome)
             finally:
+                owing = self._owed_pods.pop((o.namespace(pod), o.name(pod)), None)
+                if owing is not None:
+                    self.enqueue(owing)
                 left = self._in_flight.get(wl, 1) - 1
                 if left > 0:
                     self._in_flight[wl] = left
@@ -500,6 +504,7 @@ class Reconciler:
         await self.patcher.settle(timeout)
         self._in_flight.clear()
         self._owed.clear()
+        self._owed_pods.clear()
 
     async def _say_unsatisfiable(self, workload_obj: InvolvedObject, g: PlannedGroup) -> None:
         """A gang that can never be scheduled as it stands (``core/satisfiable.py``, the rules ``grouper

@@ -1,0 +1,219 @@
+"""The reconciler alone, over an in-memory cluster (``plan_world``: the controller ``grouper run`` builds,
+its informers filled from the world, its writers talking to a fake API server that applies what they
+send): a pass never waits for its pods' patches; a patch that fails after its pass ended is recorded,
+reported and retried with back-off (a terminal one is not); replaced PodGroups are deleted once the
+workload's patches have landed; a second pass in a row writes nothing; kept decisions are used again.
+The same behaviours against the real API server: ``tests/integration/test_patches_fire_and_track.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from grouper.controller.cache import POD, PODGROUP
+from grouper.controller.controller import Controller
+from grouper.controller.workloads import WorkloadKey
+from grouper.core.config import GroupingConfig
+from grouper.karta import DefinitionRegistry
+from grouper.kube.transport import ApiError
+from grouper.model import objects as o
+from grouper.model.podgroup import POD_GROUP_ANNOTATION
+from grouper.observability.metrics import Metrics
+from grouper.runtime.composition import build_grouper
+from tests.controller.plan_world import JOB, NS, FakeClient, World, start_grouper
+
+WL = WorkloadKey(NS, "batch", "Job", "train")
+
+
+class Client(FakeClient):
+    """The fake API server, with pod patches that can be held (a slow API server) or fail."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.hold = asyncio.Event()
+        self.hold.set()
+        self.fail: dict[str, ApiError] = {}  # pod name -> the error its next patch meets
+        self.patches: list[str] = []
+
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> Any:
+        name = path.rsplit("/", 1)[-1]
+        if "/pods/" in path:
+            self.patches.append(name)
+            await self.hold.wait()
+            err = self.fail.pop(name, None)
+            if err is not None:
+                raise err
+        return await super().merge_patch(path, patch, metadata_only=metadata_only)
+
+
+class Bench:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.world = World()
+        self.grouper = build_grouper(GroupingConfig(), DefinitionRegistry(None))
+        self.ctl: Controller = start_grouper(self.world, self.grouper, metrics=Metrics())
+        self.world.grouper = self.ctl
+        self.client = Client(self.world)
+        self.ctl.writers.pods.client = self.client  # type: ignore[assignment]
+        self.ctl.writers.pod_groups.client = self.client  # type: ignore[assignment]
+        self.retried: list[WorkloadKey] = []
+        self.ctl.reconciler.retry = self.retried.append
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def job(self, pods: int) -> dict[str, Any]:
+        job = self.world.put({"apiVersion": "batch/v1", "kind": "Job",
+                              "metadata": {"name": "train", "namespace": NS,
+                                           "annotations": {"kai.scheduler/batch-min-member": str(pods)}},
+                              "spec": {"parallelism": pods}})
+        for i in range(pods):
+            self.pod(job, f"train-{i}")
+        return job
+
+    def pod(self, owner: dict[str, Any], name: str) -> dict[str, Any]:
+        return self.world.put({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": "2026-12-01T10:00:00Z",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": o.name(owner),
+                                              "uid": o.uid(owner), "controller": True}]},
+            "spec": {"schedulerName": "kai-scheduler"}, "status": {"phase": "Pending"},
+        })
+
+    def drain(self) -> None:
+        """Forget what the events queued so far (the test runs the passes itself)."""
+        async def drain() -> None:
+            while len(self.ctl.queue):
+                self.ctl.queue.done(await self.ctl.queue.get())
+
+        self.run(drain())
+
+    async def landed(self) -> None:
+        while self.ctl.writers.pods.in_flight:
+            await asyncio.sleep(0)
+
+    def marks(self) -> dict[str, str | None]:
+        return {o.name(p): o.annotations(p).get(POD_GROUP_ANNOTATION) for p in self.world.of(POD)}
+
+    def decided(self, source: str) -> float:
+        return self.ctl.metrics.registry.get_sample_value("podgrouper_pod_decisions_total", {"source": source}) or 0.0
+
+
+@pytest.fixture
+def bench() -> Iterator[Bench]:
+    loop = asyncio.new_event_loop()
+    b = Bench(loop)
+    try:
+        yield b
+    finally:
+        loop.run_until_complete(b.ctl.reconciler.settle())
+        loop.close()
+
+
+def test_a_pass_ends_with_its_patches_in_flight_and_they_land_after(bench: Bench) -> None:
+    job = bench.job(3)
+    bench.client.hold.clear()  # a slow API server: no patch answers yet
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert result.status == "ok" and result.written == 4  # the PodGroup and three patches sent
+    pg = f"pg-train-{o.uid(job)}"
+    assert [o.name(p) for p in bench.world.of(PODGROUP)] == [pg]
+    assert bench.ctl.writers.pods.in_flight == 3 and set(bench.marks().values()) == {None}
+    # a pass while they fly sends none of them again
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 0
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert set(bench.marks().values()) == {pg} and sorted(bench.client.patches) == ["train-0", "train-1", "train-2"]
+    assert [r["patched"]["result"] for r in bench.ctl.store.pods(NS)] == ["patched"] * 3
+
+
+def test_a_second_pass_writes_nothing_and_decides_nothing(bench: Bench) -> None:
+    bench.job(3)
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    writes = len(bench.world.writes)
+    assert bench.decided("decided") == 3
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert result.status == "ok" and result.written == 0 and len(bench.world.writes) == writes
+    assert (bench.decided("decided"), bench.decided("kept")) == (3, 3), "the unchanged pods' decisions are kept"
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_patch_failing_after_its_pass_is_reported_and_retried_with_back_off(bench: Bench, repeat: int) -> None:
+    job = bench.job(2)
+    bench.client.fail["train-1"] = ApiError(500, "InternalError", "etcd is sad", method="PATCH", path="p")
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).status == "ok"
+    bench.run(bench.landed())
+    rec = bench.ctl.store.pod(NS, "train-1")
+    assert rec is not None and rec["outcome"] == "failed" and "etcd is sad" in rec["message"]
+    assert bench.retried == [WL], "the first failure queues the workload after its back-off"
+    assert bench.ctl.metrics.registry.get_sample_value(
+        "podgrouper_write_failures_total", {"resource": "pods", "reason": "ServerError", "retry": "retryable"}) == 1
+    # the retry's pass sends the patch again and reports the failure (its status backs off further)
+    bench.client.fail["train-1"] = ApiError(500, "InternalError", "etcd is sad", method="PATCH", path="p")
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert result.status == "error" and any("etcd is sad" in e for e in result.errors)
+    bench.run(bench.landed())
+    assert bench.retried == [WL], "a failure the pass already reported is not queued a second time"
+    # it heals
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    assert result.status == "error"  # the pass that sent it again still reports the failure it retries
+    assert bench.marks() == {"train-0": f"pg-train-{o.uid(job)}", "train-1": f"pg-train-{o.uid(job)}"}
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).status == "ok"
+    rec = bench.ctl.store.pod(NS, "train-1")
+    assert rec is not None and rec["outcome"] == "grouped" and rec["patched"]["result"] == "patched"
+
+
+def test_a_terminal_patch_failure_waits_for_a_change(bench: Bench) -> None:
+    bench.job(1)
+    bench.client.fail["train-0"] = ApiError(422, "Invalid", "no", method="PATCH", path="p")
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    assert bench.retried == [] and bench.ctl.store.workload(str(WL))["result"] == "failed"
+
+
+def test_replaced_podgroups_go_once_the_patches_in_flight_have_landed(bench: Bench) -> None:
+    job = bench.job(2)
+    stale = bench.world.put({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                             "metadata": {"name": "stale", "namespace": NS,
+                                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                               "name": "train", "uid": o.uid(job)}]},
+                             "spec": {"minMember": 1}})
+    bench.client.hold.clear()
+    bench.drain()
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert result.deferred and bench.world.get(PODGROUP, NS, "stale") is not None
+    assert WL not in bench.ctl.queue
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert WL in bench.ctl.queue, "the last patch to land queues the workload"
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert not result.deferred and result.written == 1
+    assert bench.world.get(PODGROUP, NS, "stale") is None and o.uid(stale)
+
+
+def test_a_pod_decided_again_while_its_patch_flies_is_looked_at_once_it_lands(bench: Bench) -> None:
+    job = bench.job(1)
+    bench.client.hold.clear()
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    # the pod is adopted by another Job meanwhile: its decision moves it, its first patch still flies
+    other = bench.world.put({"apiVersion": "batch/v1", "kind": "Job",
+                             "metadata": {"name": "other", "namespace": NS}, "spec": {"parallelism": 1}})
+    pod = copy.deepcopy(bench.world.get(POD, NS, "train-0"))
+    assert pod is not None
+    pod["metadata"]["ownerReferences"][0].update(name="other", uid=o.uid(other))
+    bench.world.put(pod)
+    other_wl = WorkloadKey(NS, "batch", "Job", "other")
+    assert bench.ctl.index.workload_of((NS, "train-0")) == other_wl
+    bench.run(bench.ctl.reconciler.reconcile(other_wl))
+    bench.drain()
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert other_wl in bench.ctl.queue
+    bench.run(bench.ctl.reconciler.reconcile(other_wl))
+    bench.run(bench.landed())
+    assert bench.marks() == {"train-0": f"pg-other-{o.uid(other)}"} and JOB and o.uid(job)
