@@ -50,14 +50,16 @@ from grouper.writer.upstream import UpstreamWriter, upstream_desired
 
 log = logging.getLogger(__name__)
 
-# ok | error (retried with back-off) | failed (reported; waits for a change) | requeue | later | not_leader
-Status = Literal["ok", "error", "failed", "requeue", "later", "not_leader"]
+# what a Result is called in metrics and logs: ok | error (retried with back-off) | failed (terminal: waits
+# for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
+Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 AWAIT_GC_SECONDS = 5.0
 # A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
 # the pod's (two streams). Wait for it quietly instead of reporting a missing owner.
 YOUNG_POD_SECONDS = 10.0
 AWAIT_CACHE_SECONDS = 1.0
+NOT_LEADER_RETRY_SECONDS = 1.0  # a pass that found the lease lost: queued again for whoever leads then
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_PODGROUP_INDEX = "pod-group"
 PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
@@ -76,12 +78,26 @@ class Writers:
 
 @dataclass
 class Result:
-    status: Status
+    """controller-runtime's ``reconcile.Result`` and its error, in one. ``errors``: what failed, retried
+    with back-off unless ``terminal`` (controller-runtime's ``TerminalError``: retried only when an input
+    changes); ``requeue_after``: queue the workload again after this many seconds (0: at once; None: not
+    by this result)."""
+
     errors: list[str] = field(default_factory=list)
+    terminal: bool = False
+    requeue_after: float | None = None
     plugin: str = "none"
     written: int = 0  # requests that changed something (PodGroups created/updated/deleted + patches sent)
-    retry_after: float = 0.0  # for "later"
     deferred: bool = False  # replaced PodGroups are deleted once the workload's patches in flight land
+    not_leader: bool = False  # a write found the lease lost: whoever leads next does it
+
+    @property
+    def status(self) -> Status:
+        if self.not_leader:
+            return "not_leader"
+        if self.errors:
+            return "failed" if self.terminal else "error"
+        return "ok" if self.requeue_after is None else "requeue"
 
 
 def _age(pod: Obj) -> float:
@@ -177,7 +193,7 @@ class Reconciler:
         try:
             result = await self._reconcile(wl)
         except NotLeader:
-            result = Result("not_leader")
+            result = Result(requeue_after=NOT_LEADER_RETRY_SECONDS, not_leader=True)
         if result.status != "not_leader":
             self.metrics.child(self.metrics.reconciles, result.status, result.plugin).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - t0)
@@ -190,7 +206,7 @@ class Reconciler:
             self.store.forget_workload(str(wl))
             self.plans.invalidate(wl)
             self._patch_failures.pop(wl, None)
-            return Result("ok")
+            return Result()
         pods, terminal = found
         plan = await self.plan(wl, pods)
         if isinstance(plan, Result):
@@ -246,10 +262,9 @@ class Reconciler:
         self.metrics.child(self.metrics.decisions, "decided").inc(len(fresh))
         if lookups.misses:
             self.plans.invalidate(wl)
-            return Result(
-                "requeue" if await self._ensure_kinds(lookups.misses) else "error",
-                [f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"],
-            )
+            if await self._ensure_kinds(lookups.misses):
+                return Result(requeue_after=0.0)  # the kinds are watched now: decide again at once
+            return Result([f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"])
         mine: list[tuple[Obj, Decision]] = []
         moved: set[str] = set()
         deps: set[str] = set(lookups.reads)
@@ -270,7 +285,7 @@ class Reconciler:
         plan = assemble(wl.namespace, [p for p in pods if o.name(p) not in moved], held, mine, keep_decisions=keep)
         self.plans.put(wl, plan.kept)
         if not plan.pods:
-            return Result("ok", plugin=plan.plugin)
+            return Result(plugin=plan.plugin)
         return plan
 
     async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
@@ -329,7 +344,7 @@ class Reconciler:
     # ------------------------------------------------------------------ writing what was planned
 
     async def _apply(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: int) -> Result:
-        result = Result("ok", plugin=plan.plugin)
+        result = Result(plugin=plan.plugin)
         workload_ref = plan.workload_ref
         if workload_ref is not None:
             workload_obj = _involved(workload_ref, wl.namespace)
@@ -431,11 +446,11 @@ class Reconciler:
                 result.written += await self._delete_replaced(wl, owners, wanted)
 
         if result.errors:
-            result.status = "error" if transient_errors else "failed"
+            result.terminal = not transient_errors
         elif awaiting_cache:
-            result.status, result.retry_after = "later", AWAIT_CACHE_SECONDS
+            result.requeue_after = AWAIT_CACHE_SECONDS
         elif awaiting_gc:
-            result.status, result.retry_after = "later", AWAIT_GC_SECONDS
+            result.requeue_after = AWAIT_GC_SECONDS
         self.store.record_workload(
             str(wl),
             pods=plan.live,

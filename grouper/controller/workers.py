@@ -2,8 +2,9 @@
 
 ``max_concurrent_reconciles`` workers share the queue; one key is never processed by two at once (the
 queue guarantees it). Results map to the queue: ``ok`` forgets the key's back-off, ``error`` re-queues
-it with back-off, ``failed`` (a decision error no retry can fix, a write the API server refused for good:
-controller-runtime's terminal error) waits for the next change of an object it read, ``later`` comes back after a fixed delay, ``not_leader`` after a second. A reconcile cancelled
+it with back-off, a terminal error (a decision error no retry can fix, a write the API server refused for
+good) waits for the next change of an object it read, ``requeue_after`` comes back after that delay (a
+pass that found the lease lost: after a second). A reconcile cancelled
 half-way (lease lost, shutdown) is put back for whoever leads next.
 """
 
@@ -75,7 +76,7 @@ class WorkerPool:
                 raise
             except Exception:
                 log.exception("reconcile of %s crashed", wl, extra={"workload": str(wl)})
-                result = Result("error", ["internal error"])
+                result = Result(["internal error"])
             self.queue.done(wl)
             self.last_progress = time.monotonic()
             self.finished += 1
@@ -86,17 +87,14 @@ class WorkerPool:
             await asyncio.sleep(0)
 
     def _requeue(self, wl: WorkloadKey, result: Result) -> None:
-        if result.status in ("ok", "failed"):
-            self.queue.forget(wl)
-        elif result.status == "requeue":
-            self.queue.add(wl)
-        elif result.status == "error":
+        """controller-runtime's rules: an error backs off (its count grows until a pass succeeds), a terminal
+        error waits for a change of an input, ``requeue_after`` comes back after that delay."""
+        if result.errors and not result.terminal:
             self.queue.add_rate_limited(wl)
-        elif result.status == "later":
-            self.queue.forget(wl)
-            self.queue.add_after(wl, result.retry_after)
-        elif result.status == "not_leader":
-            self.queue.add_after(wl, 1.0)
+            return
+        self.queue.forget(wl)
+        if result.requeue_after is not None:
+            self.queue.add_after(wl, result.requeue_after)
 
 
 def _log_result(wl: WorkloadKey, r: Result, retries: int) -> None:
