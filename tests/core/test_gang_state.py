@@ -398,3 +398,58 @@ def test_transitions_degraded_only_after_admitted_and_deterministic(
             assert s.reasons == () and s.admitted_at is not None
         if i:  # since moves on a change of state, and only then
             assert (s.since == first[i - 1].since) == (s.state == first[i - 1].state)
+
+
+def test_upstream_basic_policy_has_no_minimum_and_min_sub_group_above_the_children_never_admits() -> None:
+    basic = upstream_pg()
+    basic["spec"]["schedulingPolicy"] = {"basic": {}}
+    assert gang_state(upstream_gang(basic), members(pod("a")), None, now=at(1)).state is State.ADMITTED
+    subs = [{"name": "a", "minMember": 1}, {"name": "b", "minMember": 1}]
+    pg = kai_pg(min_member=None, min_sub_group=3, sub_groups=subs)  # KAI's webhook only warns
+    s = gang_state(kai_gang(pg), members(pod("a0", sub_group="a", node="n"), pod("b0", sub_group="b", node="n")),
+                   None, now=at(1))
+    assert s.state is State.GROUPING and s.counts.scheduled == 2
+
+
+@st.composite
+def nested_case(draw: st.DrawFn) -> tuple[dict[str, Any], list[MemberPod]]:
+    """A root with minSubGroup over parents with minSubGroup over leaves with minMember (KAI's JobSet shape)."""
+    parents = draw(st.integers(1, 3))
+    subs: list[dict[str, Any]] = []
+    leaves: list[str] = []
+    for p in range(parents):
+        n_leaves = draw(st.integers(1, 3))
+        subs.append({"name": f"p{p}", "minSubGroup": draw(st.integers(0, n_leaves))})
+        for j in range(n_leaves):
+            subs.append({"name": f"p{p}-l{j}", "parent": f"p{p}", "minMember": draw(st.integers(1, 2))})
+            leaves.append(f"p{p}-l{j}")
+    pg = kai_pg(min_member=None, min_sub_group=draw(st.integers(0, parents)), sub_groups=subs)
+    pods = draw(st.lists(st.tuples(st.sampled_from(leaves), st.booleans()), max_size=12))
+    return pg, [MemberPod(f"x{i}", sub_group=leaf, bound=b, created=at(i)) for i, (leaf, b) in enumerate(pods)]
+
+
+def _kai_satisfied(pg: dict[str, Any], ms: list[MemberPod]) -> bool:
+    """KAI's rule, written out: a leaf needs minMember bound pods; a node needs minSubGroup satisfied children."""
+    subs = pg["spec"]["subGroups"]
+
+    def ok(name: str | None) -> bool:
+        kids = [sg["name"] for sg in subs if sg.get("parent") == name]
+        node = next((sg for sg in subs if sg["name"] == name), pg["spec"])
+        if not kids:
+            return sum(1 for m in ms if m.sub_group == name and m.bound) >= node["minMember"]
+        return sum(1 for k in kids if ok(k)) >= node["minSubGroup"]
+
+    return ok(None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nested_case())
+def test_nested_admitted_iff_kais_rule_and_binding_more_never_unadmits(
+    case: tuple[dict[str, Any], list[MemberPod]]
+) -> None:
+    pg, ms = case
+    s = gang_state(kai_gang(pg), ms, None, now=at(50))
+    assert (s.state is State.ADMITTED) == _kai_satisfied(pg, ms)
+    if s.state is State.ADMITTED:
+        more = [MemberPod(m.name, m.sub_group, True, created=m.created) for m in ms]
+        assert gang_state(kai_gang(pg), more, s, now=at(51)).state is State.ADMITTED
