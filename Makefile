@@ -12,12 +12,13 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster operators test lint demo bench bench-full clean distclean image helm manifests
+.PHONY: help venv cluster operators test lint demo bench bench-full clean distclean image helm manifests tools
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
 	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
 	@echo "make image    - build the OCI image with podman (installs podman/runc/mmdebstrap when missing)"
+	@echo "make tools    - install Prometheus (server + promtool) and Chromium from Debian packages when missing (root)"
 	@echo "make helm     - build helm from its Go module into .cache/cluster/bin (cached)"
 	@echo "make operators - build the workload operators the tests and the demo run (JobSet) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
@@ -41,9 +42,10 @@ $(VENV_STAMP): pyproject.toml
 cluster:
 	$(PYTHON) devtools/cluster/build.py
 
-# every test: the image first (installs podman/runc/mmdebstrap when missing; tests/deploy runs the image),
+# every test: the image first (installs podman/runc/mmdebstrap when missing; tests/deploy runs the image) and the
+# tools (Prometheus, Chromium for the metrics and browser tests),
 # then the suite, then the long fuzz run (10,000 generated examples per test, a few minutes)
-test: venv cluster operators image
+test: venv cluster operators image tools
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
 
@@ -94,6 +96,11 @@ IMAGE_TAG  ?= localhost/kai-pod-grouper:dev
 IMAGE_BASE ?= local
 image:
 	$(PYTHON) -m devtools.image --tag $(IMAGE_TAG) --base $(IMAGE_BASE)
+
+# Prometheus (server, promtool) and Chromium (driven by Playwright) from Debian's packages, installed with
+# apt-get when missing (needs root, like `make image`); stdlib only, so it needs no venv
+tools:
+	$(PYTHON) -m devtools.tools
 
 # the real workload operators (devtools/cluster/go/<name>/go.mod), like the control plane; not part of
 # `make cluster` so the control plane stays as fast to build

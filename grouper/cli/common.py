@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from grouper.core.config import GroupingConfig
 from grouper.runtime.settings import default_definitions_dir as settings_default_definitions_dir
@@ -50,3 +51,34 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
 def grouping_config(args: argparse.Namespace) -> GroupingConfig:
     """The config from the flags :func:`add_grouping_flags` added."""
     return GroupingConfig.from_flags(args)
+
+
+# kli v0.3: catalog definitions marked ``spec.experimental: true`` are hidden unless asked for.
+EXPERIMENTAL_FLAG = "--catalog-experimental-definitions"
+
+
+def add_experimental_flag(parser: argparse.ArgumentParser, *, default: object = False) -> None:
+    """``--catalog-experimental-definitions`` (``default``: ``argparse.SUPPRESS`` on a subcommand that repeats
+    its parent's flag, so the parent's value is not overwritten)."""
+    parser.add_argument(EXPERIMENTAL_FLAG, dest="catalog_experimental_definitions", action="store_true",
+                        default=default,
+                        help="also use the built-in catalog's definitions marked spec.experimental: true "
+                             "(hidden by default, as kli)")
+
+
+def is_experimental(defn: Any) -> bool:
+    """A definition marked ``spec.experimental: true`` (exactly ``true``: a string is not a mark)."""
+    spec = defn.raw.get("spec") if isinstance(defn.raw, dict) else None
+    return isinstance(spec, dict) and spec.get("experimental") is True
+
+
+def catalog(definitions_dir: Path | None, *, experimental: bool) -> tuple[list[Any], list[Any], list[str]]:
+    """The built-in catalog for the inspection commands: (definitions, load errors, names of the experimental
+    definitions left out; empty with ``experimental``)."""
+    from grouper.karta import load_dir
+
+    if definitions_dir is None:
+        return [], [], []
+    defs, errors = load_dir(definitions_dir)
+    hidden = [] if experimental else sorted(d.name for d in defs if is_experimental(d))
+    return [d for d in defs if experimental or not is_experimental(d)], list(errors), hidden

@@ -17,6 +17,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grouper",
         description="Gang-scheduling pod grouper: turns workloads into KAI Scheduler PodGroups.",
+        epilog=(
+            "Environment: KUBECONFIG (kubeconfig files), GROUPER_DEFINITIONS (the built-in Karta catalog), "
+            "GROUPER_DEBUG (tracebacks of internal errors), GROUPER_<FLAG> (any 'grouper run' flag). "
+            "Exit codes: 0 done, 1 error, 2 usage, 130 interrupted; describe adds 3 (no Karta definition) "
+            "and 4 (workload not found), explain 3 (pod not found). Details: docs/cli.md."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"grouper {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -92,10 +92,10 @@ def _tree_rows(nodes: list[ComponentNode], file_mode: bool, pod_limit: int) -> l
                 rows.append([indent + branch + item.name, *_pod_cells(item)])
             else:
                 rows.append([indent + branch + item.label, status(item), _gpu(item.resources.gpus), ",".join(item.nodes)])
+                # kli's order: the component's own pods (and the truncation note), then its child
+                # components, so a pod never closes the branch its sibling components continue
                 pods, trailer = _limit(item.pods, pod_limit)
-                sub: list[ComponentNode | PodView | str] = [*item.children, *pods]
-                if trailer:
-                    sub.append(trailer)
+                sub: list[ComponentNode | PodView | str] = [*pods, *([trailer] if trailer else []), *item.children]
                 walk(sub, child_indent)
 
     walk(list(nodes), "")

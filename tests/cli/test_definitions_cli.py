@@ -194,9 +194,11 @@ def test_list_json_with_own_catalog(defs_dir: Path, tmp_path: Path, capsys: pyte
     assert main(["definitions", "list", "--definitions", str(tmp_path / "nope")]) == 2
 
 
-def test_definitions_without_subcommand_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["definitions"]) == 2
-    assert "validate" in capsys.readouterr().out
+def test_definitions_without_subcommand_lists_as_kli_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["definitions"]) == 0
+    listed = capsys.readouterr().out
+    assert main(["definitions", "list"]) == 0
+    assert capsys.readouterr().out == listed and listed.startswith("NAME ")
 
 
 # ---------------------------------------------------------------- what plan would reject for every workload

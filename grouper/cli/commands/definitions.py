@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grouper.cli.common import default_definitions_dir
+from grouper.cli.common import add_experimental_flag, catalog, default_definitions_dir, is_experimental
 from grouper.cli.impact import register as register_impact
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -19,11 +19,15 @@ _SUFFIXES = (".yaml", ".yml", ".json")
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "definitions",
-        help="validate and list Karta definitions (built-in catalog, files, cluster)",
-        description="Validate Karta definitions or list the ones the grouper would use.",
+        help="list, validate and weigh Karta definitions (built-in catalog, files, cluster)",
+        description=(
+            "Without a subcommand: list the definitions in effect, as 'definitions list' (kli's "
+            "'definitions'). Subcommands validate definitions or show what changing one would do."
+        ),
     )
+    _list_flags(p, default=None)
     sub = p.add_subparsers(dest="definitions_command", metavar="SUBCOMMAND")
-    p.set_defaults(func=lambda args: (p.print_help(), EXIT_USAGE)[1])
+    p.set_defaults(func=run_list)
 
     v = sub.add_parser(
         "validate",
@@ -47,14 +51,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list built-in (and cluster) definitions with kind, origin and validity",
         description="List the Karta definitions in effect: the built-in catalog and, with --cluster, the cluster's.",
     )
-    ls.add_argument("--definitions", type=Path, default=None, metavar="DIR",
-                    help="built-in Karta catalog directory (default: the shipped definitions/)")
-    ls.add_argument("--cluster", action="store_true", help="include the cluster's Karta objects")
-    _cluster_flags(ls)
-    ls.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    _list_flags(ls, default=argparse.SUPPRESS)
     ls.set_defaults(func=run_list)
 
     register_impact(sub)  # grouper definitions impact NAME (grouper/cli/impact.py)
+
+
+def _list_flags(p: argparse.ArgumentParser, *, default: Any) -> None:
+    """The listing flags, on ``definitions`` itself and on ``definitions list``. On ``list`` every default is
+    ``SUPPRESS`` so that ``grouper definitions -o wide list`` keeps the parent's value (a subcommand's
+    defaults would overwrite it); ``run_list`` reads them with their real defaults."""
+    def d(value: Any) -> Any:
+        return value if default is None else default
+
+    p.add_argument("--definitions", type=Path, default=d(None), metavar="DIR",
+                   help="built-in Karta catalog directory (default: the shipped definitions/)")
+    p.add_argument("--cluster", action="store_true", default=d(False), help="include the cluster's Karta objects")
+    p.add_argument("--kubeconfig", default=d(None), metavar="PATH", help="kubeconfig file (with --cluster)")
+    p.add_argument("--context", default=d(None), help="kubeconfig context (with --cluster)")
+    p.add_argument("-o", "--output", choices=["table", "wide", "json"], default=d("table"),
+                   help="table, wide (adds COMPONENTS and WARNINGS) or json")
+    p.add_argument("--no-headers", action="store_true", default=d(False),
+                   help="table and wide: leave out the header line")
+    add_experimental_flag(p, default=d(False))
 
 
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -271,12 +290,15 @@ def _validate_text(
 def run_list(args: argparse.Namespace) -> int:
     from grouper.karta import DefinitionRegistry
 
-    definitions_dir = args.definitions or default_definitions_dir()
+    definitions_dir = getattr(args, "definitions", None) or default_definitions_dir()
     if definitions_dir is not None and not Path(definitions_dir).is_dir():
         print(f"error: {definitions_dir}: not a directory", file=sys.stderr)
         return EXIT_USAGE
-    registry = DefinitionRegistry(definitions_dir)
-    if args.cluster:
+    builtins, errors, hidden = catalog(definitions_dir,
+                                       experimental=getattr(args, "catalog_experimental_definitions", False))
+    registry = DefinitionRegistry(builtin=builtins)
+    registry.load_errors[:0] = errors
+    if getattr(args, "cluster", False):
         objs = _cluster_kartas(args)
         if objs is None:
             return EXIT_USAGE
@@ -285,10 +307,15 @@ def run_list(args: argparse.Namespace) -> int:
     items = [_list_item(x, registry) for x in registry.all()]
     load_errors = [_load_error(str(e.file or ""), e) for e in registry.load_errors]
     load_errors += [_load_error(f"cluster:Karta/{n}", e) for n, e in sorted(registry.cluster_errors().items())]
-    if args.output == "json":
-        print(json.dumps({"items": items, "loadErrors": load_errors}, indent=2))
+    output = getattr(args, "output", "table")
+    if output == "json":
+        print(json.dumps({"items": items, "loadErrors": load_errors, "hiddenExperimental": hidden}, indent=2))
     else:
-        print(_list_table(items, load_errors), end="")
+        print(_list_table(items, load_errors, wide=output == "wide",
+                          headers=not getattr(args, "no_headers", False)), end="")
+    if hidden:
+        print(f"{len(hidden)} experimental catalog definition{'s' if len(hidden) != 1 else ''} hidden "
+              f"({', '.join(hidden)}); --catalog-experimental-definitions shows them", file=sys.stderr)
     return EXIT_OK
 
 
@@ -312,6 +339,8 @@ def _list_item(x: Any, registry: Any) -> dict[str, Any]:
         "warnings": len(x.report.warnings),
         "gang": gang,
         "inEffect": in_effect,
+        "components": [c.name for c in d.components()],
+        "experimental": is_experimental(d),
     }
 
 
@@ -319,13 +348,21 @@ def _gvk_text(i: dict[str, Any]) -> str:
     return f"{i['kind']}.{i['version']}.{i['group']}" if i["group"] else f"{i['kind']}.{i['version']}"
 
 
-def _list_table(items: list[dict[str, Any]], load_errors: list[dict[str, Any]]) -> str:
-    rows = [["NAME", "KIND", "ORIGIN", "VALID", "GANG", "IN EFFECT"]]
+def _list_table(items: list[dict[str, Any]], load_errors: list[dict[str, Any]], *, wide: bool = False,
+                headers: bool = True) -> str:
+    head = ["NAME", "KIND", "ORIGIN", "VALID", "GANG", "IN EFFECT"]
+    if wide:  # kli's COMPONENTS column, and what the narrow table leaves out
+        head += ["COMPONENTS", "WARNINGS"]
+    rows = [head] if headers else []
     for i in items:
         valid = "yes" if i["valid"] else f"no ({len(i['errors'])} error{'s' if len(i['errors']) != 1 else ''})"
-        rows.append([i["name"], _gvk_text(i), i["origin"], valid, i["gang"] or "-", "yes" if i["inEffect"] else "no"])
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+        origin = i["origin"] + (" (experimental)" if i["experimental"] else "")
+        row = [i["name"], _gvk_text(i), origin, valid, i["gang"] or "-", "yes" if i["inEffect"] else "no"]
+        if wide:
+            row += [", ".join(i["components"]), str(i["warnings"])]
+        rows.append(row)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))] if rows else []
     lines = ["   ".join(cell.ljust(widths[c]) for c, cell in enumerate(r)).rstrip() for r in rows]
     for e in load_errors:
         lines.append(f"cannot load {e['source']}: {e['message']}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if lines else ""

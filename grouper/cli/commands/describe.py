@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grouper.cli.common import default_definitions_dir
+from grouper.cli.common import add_experimental_flag, catalog, default_definitions_dir
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # evaluation or cluster errors
@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--context", default=None, help="kubeconfig context (live mode)")
     p.add_argument("--definitions", type=Path, default=None, metavar="DIR",
                    help="built-in Karta catalog directory (default: the shipped definitions/)")
+    add_experimental_flag(p)
     p.add_argument("--pod-limit", type=int, default=0, metavar="N",
                    help="show at most N pods per row, unhealthy first (0 = all)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -97,14 +98,10 @@ def _emit(view: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _builtins(definitions_dir: Path | None) -> list[Any]:
-    """The built-in catalog, parsed but not validated (validation is paid only for the kind described)."""
-    from grouper.karta import load_dir
-
-    if definitions_dir is None:
-        return []
-    defs, _ = load_dir(definitions_dir)
-    return list(defs)
+def _builtins(definitions_dir: Path | None, experimental: bool = False) -> list[Any]:
+    """The built-in catalog, parsed but not validated (validation is paid only for the kind described);
+    definitions marked ``spec.experimental: true`` only with ``experimental``."""
+    return catalog(definitions_dir, experimental=experimental)[0]
 
 
 def _registry(
@@ -156,7 +153,7 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
         if problem is not None:
             meta = m.obj["metadata"]
             return _fail(EXIT_USAGE, f"{m.source}: {m.obj['kind']} {meta['name']}: field {problem[0]}: {problem[1]}")
-    builtins = _builtins(definitions_dir)
+    builtins = _builtins(definitions_dir, args.catalog_experimental_definitions)
     kartas: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
     for m in manifests:
@@ -211,7 +208,7 @@ def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir
     except KubeConfigError as e:
         return _fail(EXIT_ERROR, str(e))
     try:
-        builtins = _builtins(definitions_dir)
+        builtins = _builtins(definitions_dir, args.catalog_experimental_definitions)
         kartas: list[dict[str, Any]] = []
         notes: list[str] = []
         try:

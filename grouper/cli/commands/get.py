@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from grouper.cli.common import add_target_flags
+from grouper.cli.common import add_experimental_flag, add_target_flags
 from grouper.cli.live_workload import PODGROUPS, PODS
 from grouper.kube.config import KubeConfigError
 from grouper.kube.sync import SyncKube
@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.add_argument("--definitions", type=Path, default=None, metavar="DIR",
                    help="workloads, live: the built-in Karta catalog (default: the shipped definitions/)")
+    add_experimental_flag(p)
     add_target_flags(p)
     p.set_defaults(func=run)
 
@@ -242,7 +243,7 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
                 warnings.append("not allowed to list Kartas; using the built-in definitions only")
             elif not e.not_found:  # 404: no Karta CRD, the built-in catalog only
                 raise
-        builtins = _builtins(args.definitions or default_definitions_dir())
+        builtins = _builtins(args.definitions or default_definitions_dir(), args.catalog_experimental_definitions)
         registry = _registry(builtins, {d.gvk for d in builtins}, kartas, isolate=True)
         chosen: dict[GVK, Any] = {}
 
