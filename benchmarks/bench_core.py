@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the pure grouping core: ``Grouper.decide`` over ``InMemoryLookups``, and ``merge_pod_groups``.
+"""Benchmark of the pure grouping core: ``Grouper.decide`` over ``InMemoryLookups``, and ``merge_decisions``.
 
 Run: ``.venv/bin/python benchmarks/bench_core.py`` (or ``make bench``). Options: ``--quick`` (shorter
 measurements, for a smoke run), ``--target SECONDS`` (length of one measurement, default 0.5),
@@ -16,7 +16,7 @@ What is measured (see docs/perf-journal.md, "bench_core.py"):
    does. K is calibrated so one measurement takes ~``--target`` s; each repeat uses new clones (new
    uids), so per-object caches of the Karta engine start cold for every workload in every repeat.
 2. jobset-1000: one JobSet of 125 replicas x 8 pods (125 Jobs, 1,000 pods) in ONE InMemoryLookups, as
-   ``grouper plan`` sees it: time to decide all 1,000 pods, then ``merge_pod_groups`` over the 1,000
+   ``grouper plan`` sees it: time to decide all 1,000 pods, then ``merge_decisions`` over the 1,000
    decisions (merges per second), plus the tracemalloc peak of deciding them.
 3. memory: tracemalloc peak and retained size while deciding 10,000 pods (clones of every scenario,
    round-robin) and keeping the decisions (as ``grouper plan`` does).
@@ -53,7 +53,7 @@ if str(REPO) not in sys.path:
 from grouper.core.decision import Decision  # noqa: E402
 from grouper.core.grouping import Grouper  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
-from grouper.core.merge import merge_pod_groups  # noqa: E402
+from grouper.core.workload_plan import merge_decisions  # noqa: E402
 from grouper.karta import DefinitionRegistry  # noqa: E402
 from grouper.manifests import load_manifests  # noqa: E402
 from grouper.model import objects as o  # noqa: E402
@@ -280,19 +280,19 @@ def bench_jobset_merge(grouper: Grouper, target: float, repeats: int) -> dict[st
         decisions = [grouper.decide(p, lookups) for p in pods]
         decide_runs.append(len(pods) / (time.perf_counter() - t0))
         decide_cpu.append(len(pods) / max(time.process_time() - c0, 1e-9))
-    merged = merge_pod_groups(decisions, creation)
+    merged = merge_decisions(decisions, creation)
     assert len(merged) == 1, f"expected one PodGroup, got {len(merged)}"
     leaves = [sg for sg in merged[0].metadata.sub_groups if sg.parent]
     assert len(leaves) == replicas and all(len(sg.pods) == per_job for sg in leaves), "bad merge"
     t0 = time.perf_counter()
-    merge_pod_groups(decisions, creation)
+    merge_decisions(decisions, creation)
     loops = max(1, round(target / max(time.perf_counter() - t0, 1e-6)))
     merge_runs = []
     for _ in range(repeats):
         gc.collect()
         t0 = time.perf_counter()
         for _ in range(loops):
-            merge_pod_groups(decisions, creation)
+            merge_decisions(decisions, creation)
         merge_runs.append(loops / (time.perf_counter() - t0))
     return {
         "workload": f"JobSet, 1 replicatedJob x {replicas} replicas x {per_job} pods (+{replicas} Jobs)",
@@ -378,7 +378,7 @@ def print_table(decide: list[dict[str, Any]], merge: dict[str, Any] | None, mem:
         print(f"  decide all {merge['pods']} pods: {s['median']:,.0f} pods/s (spread {s['spread_pct']:.1f}%; "
               f"{merge['decide_pods_per_cpu_s']['median']:,.0f} per CPU-s), {merge['decide_seconds_all_pods']:.2f} s; "
               f"tracemalloc peak {merge['decide_peak_mib']:.1f} MiB")
-        print(f"  merge_pod_groups over {merge['pods']} decisions: {m['median']:,.1f} merges/s "
+        print(f"  merge_decisions over {merge['pods']} decisions: {m['median']:,.1f} merges/s "
               f"(spread {m['spread_pct']:.1f}%), {merge['ms_per_merge']:.2f} ms per merge")
     if mem:
         print(f"\nmemory, deciding {mem['pods']:,} pods ({mem['workloads']} workloads, {mem['mix']}), decisions kept:")

@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from grouper.controller.leader import LeaderElector  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
-from grouper.core.merge import merge_pod_groups  # noqa: E402
+from grouper.core.workload_plan import merge_decisions  # noqa: E402
 from grouper.kube import config as kubeconfig  # noqa: E402
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL  # noqa: E402
 from grouper.observability.logging import setup_logging  # noqa: E402
@@ -119,7 +119,7 @@ def _decide_one(settings: RunSettings, pod: dict[str, Any]) -> tuple[dict[str, A
     d = build_grouper(settings.grouping_config()).decide(pod, InMemoryLookups([pod]))
     if d.outcome != "grouped" or d.pod_group is None:
         raise SystemExit(f"the bare pod template is not grouped: {d.outcome} {d.message}")
-    merged = merge_pod_groups([d], {d.pod_key: pod["metadata"]["creationTimestamp"]})
+    merged = merge_decisions([d], {d.pod_key: pod["metadata"]["creationTimestamp"]})
     return merged[0].metadata.to_object(), d.sub_group
 
 

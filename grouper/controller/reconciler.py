@@ -400,11 +400,11 @@ class Reconciler:
                     log.warning("PodGroup %s/%s: %s", md.namespace, md.name, warning, extra={"podgroup": md.name})
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             await self._say_unsatisfiable(workload_obj, g)
-        kept = sorted(held.names) if held is not None else []
-        ok_groups.update(kept)  # stored as they are: their pods can be placed
-        for name in kept:
+        held_names = sorted(held.names) if held is not None else []
+        ok_groups.update(held_names)  # stored as they are: their pods can be placed
+        for name in held_names:
             self._record_held(wl, name, held)
-        mine = [(g.metadata.namespace, g.metadata.name) for g in groups] + [(wl.namespace, n) for n in kept]
+        mine = [(g.metadata.namespace, g.metadata.name) for g in groups] + [(wl.namespace, n) for n in held_names]
         for ns, name in self.index.set_pod_groups(wl, mine):
             self.store.forget_pod_group(ns, name)  # no longer this workload's: not listed as managed
 
@@ -412,10 +412,15 @@ class Reconciler:
         # patches no pod: a pod joins its group by spec.schedulingGroup, set only at creation (the webhook).
         failures = self._patch_failures.get(wl, {})
         if self.upstream is None:
+            kept = plan.kept
             for name, (pg, sub) in placement.items():
                 if pg not in ok_groups:
                     continue
                 pod = plan.pods[name]
+                k = kept.get(name)
+                if k is not None and k.marked and name not in failures and k.version == _rv(pod) \
+                        and (k.view is not None and k.view.name, k.sub_group) == (pg, sub):
+                    continue  # this very pod was found marked as planned by an earlier pass
                 heading = self.patcher.heading(wl.namespace, name)
                 if heading is not None:
                     if heading != (pg, sub):  # decided again while its patch flies: look again once it lands
@@ -423,6 +428,8 @@ class Reconciler:
                     continue
                 if not self.patcher.needed(pod, pg, sub):
                     self._note_unchanged(pod)
+                    if k is not None and k.version == _rv(pod):
+                        kept[name] = k._replace(marked=True)
                     continue
                 failure = failures.get(name)
                 if failure is not None:  # sent again: its last failure is this pass's
@@ -436,14 +443,14 @@ class Reconciler:
         # no patch of it is on its way (one may be moving a pod away from such a PodGroup)
         if not result.errors and workload_ref is not None and not awaiting_gc and not awaiting_cache \
                 and self.upstream is None:
-            if self._in_flight.get(wl):
+            # per-pod PodGroups are owned by pods: of every live pod of the workload
+            owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
+            replaced = self._replaced(wl, owners, {g.metadata.name for g in groups} | set(held_names))
+            if replaced and self._in_flight.get(wl):
                 self._owed.add(wl)
                 result.deferred = True
-            else:
-                # per-pod PodGroups are owned by pods: of every live pod of the workload
-                owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
-                wanted = {g.metadata.name for g in groups} | set(kept)
-                result.written += await self._delete_replaced(wl, owners, wanted)
+            elif replaced:
+                result.written += await self._delete_replaced(wl, replaced)
 
         if result.errors:
             result.terminal = not transient_errors
@@ -633,21 +640,25 @@ class Reconciler:
                 return False
         return False
 
-    async def _delete_replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> int:
-        """Delete PodGroups owned by the workload (or by one of its pods: the per-pod PodGroup of a pod
-        that now belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes)."""
+    def _replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> list[Obj]:
+        """PodGroups owned by the workload (or by one of its pods: the per-pod PodGroup of a pod that now
+        belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes)."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
         if pgs is None or pods is None:
-            return 0
-        deleted = 0
+            return []
         candidates = {o.name(pg): pg for uid in owners if uid for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid)}
-        for pg in candidates.values():
+        return [
+            pg for name, pg in sorted(candidates.items())
+            if name not in wanted and o.namespace(pg) == wl.namespace
+            and not self._named_by_a_pod(pods, wl.namespace, name)
+            and self.writer.current(wl.namespace, name) is not None  # else deleted already (not seen yet)
+        ]
+
+    async def _delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
+        deleted = 0
+        for pg in replaced:
             name = o.name(pg)
-            if name in wanted or o.namespace(pg) != wl.namespace or self._named_by_a_pod(pods, wl.namespace, name):
-                continue
-            if self.writer.current(wl.namespace, name) is None:
-                continue  # deleted already (our delete not seen yet)
             if await self.writer.delete(wl.namespace, name, o.uid(pg)):
                 deleted += 1
                 self.store.forget_pod_group(wl.namespace, name)

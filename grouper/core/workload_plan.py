@@ -83,6 +83,7 @@ class Kept(NamedTuple):
     sub_group: str | None
     plugin: str | None
     top_owner: OwnerRef | None
+    marked: bool = False  # the pod at ``version`` carries this decision's marks (the controller checked)
 
 
 Previous = Mapping[str, Kept]  # pod name -> its kept decision
@@ -97,7 +98,7 @@ def reusable(kept: Kept | None, pod: Obj) -> Kept | None:
     if kept.version == version and version:
         return kept
     if kept.signature == decision_signature(pod):
-        return kept._replace(version=version)
+        return kept._replace(version=version, marked=False)  # the decision holds; its marks may not
     return None
 
 
