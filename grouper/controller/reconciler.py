@@ -177,6 +177,7 @@ class Reconciler:
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
+        self._cleanup: dict[WorkloadKey, set[str]] = {}  # owners whose replaced PodGroups are still to look for
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
@@ -206,6 +207,7 @@ class Reconciler:
             self.store.forget_workload(str(wl))
             self.plans.invalidate(wl)
             self._patch_failures.pop(wl, None)
+            self._cleanup.pop(wl, None)
             return Result()
         pods, terminal = found
         plan = await self.plan(wl, pods)
@@ -440,17 +442,25 @@ class Reconciler:
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): once
-        # no patch of it is on its way (one may be moving a pod away from such a PodGroup)
-        if not result.errors and workload_ref is not None and not awaiting_gc and not awaiting_cache \
-                and self.upstream is None:
-            # per-pod PodGroups are owned by pods: of every live pod of the workload
-            owners = {workload_ref.uid} | {o.uid(p) for p in plan.pods.values()}
-            replaced = self._replaced(wl, owners, {g.metadata.name for g in groups} | set(held_names))
-            if replaced and self._in_flight.get(wl):
+        # no patch of it is on its way (one may be moving a pod away from such a PodGroup). Per-pod
+        # PodGroups are owned by pods: a pod that joins the workload is decided afresh in it, so the owners
+        # to look at are the workload and the pods decided in this pass, plus those of passes that could
+        # not look (an error, a wait, patches in flight).
+        owners = {o.uid(p) for p, _ in plan.decided} | self._cleanup.pop(wl, set())
+        if workload_ref is not None:
+            owners.add(workload_ref.uid)
+        if self.upstream is not None:
+            pass
+        elif result.errors or workload_ref is None or awaiting_gc or awaiting_cache:
+            self._cleanup[wl] = owners
+        else:
+            replaced, later = self._replaced(wl, owners, {g.metadata.name for g in groups} | set(held_names))
+            if replaced:
+                result.written += await self._delete_replaced(wl, replaced)
+            if later:  # named by pods whose patches move them away: once those land
+                self._cleanup[wl] = owners
                 self._owed.add(wl)
                 result.deferred = True
-            elif replaced:
-                result.written += await self._delete_replaced(wl, replaced)
 
         if result.errors:
             result.terminal = not transient_errors
@@ -640,20 +650,26 @@ class Reconciler:
                 return False
         return False
 
-    def _replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> list[Obj]:
+    def _replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> tuple[list[Obj], bool]:
         """PodGroups owned by the workload (or by one of its pods: the per-pod PodGroup of a pod that now
-        belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes)."""
+        belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes); and whether
+        more will be once the patches on their way land (every pod naming them is being moved away)."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
         if pgs is None or pods is None:
-            return []
+            return [], False
         candidates = {o.name(pg): pg for uid in owners if uid for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid)}
-        return [
-            pg for name, pg in sorted(candidates.items())
-            if name not in wanted and o.namespace(pg) == wl.namespace
-            and not self._named_by_a_pod(pods, wl.namespace, name)
-            and self.writer.current(wl.namespace, name) is not None  # else deleted already (not seen yet)
-        ]
+        now: list[Obj] = []
+        later = False
+        for name, pg in sorted(candidates.items()):
+            if name in wanted or o.namespace(pg) != wl.namespace or self.writer.current(wl.namespace, name) is None:
+                continue  # wanted, elsewhere, or deleted already (not seen yet)
+            namers = self._namers(pods, wl.namespace, name)
+            if not namers:
+                now.append(pg)
+            elif all((h := self.patcher.heading(wl.namespace, n)) is not None and h[0] != name for n in namers):
+                later = True
+        return now, later
 
     async def _delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
         deleted = 0
@@ -665,13 +681,14 @@ class Reconciler:
                 log.info("PodGroup %s deleted: replaced", name, extra={"podgroup": name, "workload": str(wl)})
         return deleted
 
-    def _named_by_a_pod(self, pods: Any, namespace: str, pod_group: str) -> bool:
-        """Whether any pod names the PodGroup, counting our own patches the cache has not shown yet."""
+    def _namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
+        """The pods that name the PodGroup, counting our own patches the cache has not shown yet."""
+        out = []
         for pod in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}"):
             now = self.patcher.expectations.current("Pod", namespace, o.name(pod), pod) or pod
             if o.annotations(now).get(POD_GROUP_ANNOTATION) == pod_group:
-                return True
-        return False
+                out.append(o.name(pod))
+        return out
 
     async def _warn(self, pod: Obj, workload: InvolvedObject, message: str) -> None:
         await self.recorder.warn(_pod_involved(pod), message)

@@ -176,24 +176,30 @@ def test_a_terminal_patch_failure_waits_for_a_change(bench: Bench) -> None:
     assert bench.retried == [] and bench.ctl.store.workload(str(WL))["result"] == "failed"
 
 
-def test_replaced_podgroups_go_once_the_patches_in_flight_have_landed(bench: Bench) -> None:
+def test_a_replaced_podgroup_goes_at_once_or_once_the_patches_moving_its_pods_away_have_landed(bench: Bench) -> None:
     job = bench.job(2)
-    stale = bench.world.put({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-                             "metadata": {"name": "stale", "namespace": NS,
-                                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                                               "name": "train", "uid": o.uid(job)}]},
-                             "spec": {"minMember": 1}})
+    owned = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": o.uid(job)}]
+    for name in ("stale", "old"):
+        bench.world.put({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                         "metadata": {"name": name, "namespace": NS, "ownerReferences": owned},
+                         "spec": {"minMember": 1}})
+    for pod_name in ("train-0", "train-1"):  # grouped before into "old" (an older grouper's name)
+        pod = copy.deepcopy(bench.world.get(POD, NS, pod_name))
+        assert pod is not None
+        pod["metadata"]["annotations"] = {POD_GROUP_ANNOTATION: "old"}
+        bench.world.put(pod)
     bench.client.hold.clear()
     bench.drain()
     result = bench.run(bench.ctl.reconciler.reconcile(WL))
-    assert result.deferred and bench.world.get(PODGROUP, NS, "stale") is not None
+    assert bench.world.get(PODGROUP, NS, "stale") is None, "named by no pod: deleted at once"
+    assert result.deferred and bench.world.get(PODGROUP, NS, "old") is not None, "its pods' patches still fly"
     assert WL not in bench.ctl.queue
     bench.client.hold.set()
     bench.run(bench.landed())
     assert WL in bench.ctl.queue, "the last patch to land queues the workload"
     result = bench.run(bench.ctl.reconciler.reconcile(WL))
     assert not result.deferred and result.written == 1
-    assert bench.world.get(PODGROUP, NS, "stale") is None and o.uid(stale)
+    assert [o.name(pg) for pg in bench.world.of(PODGROUP)] == [f"pg-train-{o.uid(job)}"]
 
 
 def test_a_pod_decided_again_while_its_patch_flies_is_looked_at_once_it_lands(bench: Bench) -> None:
