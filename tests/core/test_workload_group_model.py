@@ -59,6 +59,7 @@ def test_only_expected_workloads_is_required() -> None:
         (with_spec(expectedWorkloads=None), "spec.expectedWorkloads", "is required"),
         (with_spec(expectedWorkloads=0), "spec.expectedWorkloads", "between 1 and 1000"),
         (with_spec(expectedWorkloads=1001), "spec.expectedWorkloads", "between 1 and 1000"),
+        (with_spec(expectedWorkloads=10**400), "spec.expectedWorkloads", "got 100000000000…(401 digits)"),
         (with_spec(expectedWorkloads="3"), "spec.expectedWorkloads", "expected an integer"),
         (with_spec(expectedWorkloads=True), "spec.expectedWorkloads", "expected an integer"),
         (with_spec(expectedPodGroups=3), "spec.expectedPodGroups", "use spec.expectedWorkloads"),
