@@ -26,7 +26,7 @@ from devtools.cluster import LocalCluster
 REPO = Path(__file__).resolve().parents[2]
 NS = "kai-system"
 RELEASE = "kai-pod-grouper"
-CRDS = ("podgroups.scheduling.run.ai", "kartas.run.ai")
+CRDS = ("podgroups.scheduling.run.ai", "kartas.run.ai", "workloadgroups.grouper.kai-pod-grouper.io")
 pytestmark = pytest.mark.cluster
 
 BATCHLING_KARTA = yaml.safe_load((REPO / "examples" / "batchling-karta.yaml").read_text())

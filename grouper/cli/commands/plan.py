@@ -12,7 +12,9 @@ import yaml
 
 from grouper.cli.common import add_grouping_flags, default_definitions_dir, grouping_config
 from grouper.core.plan import PlanResult, plan
-from grouper.core.upstream import UpstreamVersions, to_upstream
+from grouper.core.upstream import UpstreamVersions, min_count, to_upstream
+from grouper.core.workload_group import GroupRender as WorkloadGroupRender
+from grouper.core.workload_group_upstream import COMPOSITE_VERSION, render_upstream
 from grouper.manifests import ManifestError, load_manifests
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.runtime.composition import build_grouper
@@ -27,8 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run the grouping core over manifests (workloads, intermediate owners, pods, and optionally "
             "Karta objects, PriorityClasses and the defaults ConfigMap) and print the resulting PodGroups. "
-            "Exit 0 when every handled pod got a decision (warnings, e.g. a gang that can never be satisfied, "
-            "do not change it), 1 when any pod has an error, 2 for unreadable input."
+            "Workload groups (a WorkloadGroup and workloads annotated kai.scheduler/workload-group) are shown "
+            "merged into one PodGroup. Exit 0 when every handled pod got a decision (warnings, e.g. a gang that "
+            "can never be satisfied, do not change it), 1 when any pod has an error or a workload group is not "
+            "rendered (incomplete or invalid), 2 for unreadable input."
         ),
     )
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
@@ -40,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time limit of one Karta jq evaluation in the sandbox (default %(default)s)")
     p.add_argument("--backend", choices=["kai", "upstream"], default="kai",
                    help="upstream: also show the scheduling.k8s.io Workload/PodGroup and what they cannot carry")
+    p.add_argument("--composite", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --backend upstream: render workload groups as a CompositePodGroup "
+                        "(scheduling.k8s.io/v1alpha3, gate CompositePodGroup); --no-composite: as one flattened "
+                        "gang, as on a cluster that does not serve it (default: composite)")
     add_grouping_flags(p)
     p.set_defaults(func=run)
 
@@ -95,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     config = grouping_config(args)
     result = plan(objects, build_grouper(config, registry))
-    emit(result, args.output, backend=args.backend)
-    return EXIT_POD_ERRORS if result.errors else EXIT_OK
+    emit(result, args.output, backend=args.backend, composite=args.composite)
+    failed = result.errors or result.groups_not_rendered or result.membership_errors
+    return EXIT_POD_ERRORS if failed else EXIT_OK
 
 
 # kinds that live outside namespaces (the rest get ``--namespace`` when they name none)
@@ -125,12 +134,22 @@ def _defaulted(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
 OFFLINE_VERSIONS = UpstreamVersions("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1beta1")
 
 
-def emit(result: PlanResult, output: str, *, backend: str = "kai") -> None:
+def emit(result: PlanResult, output: str, *, backend: str = "kai", composite: bool = True) -> None:
     data = result.to_json()
-    upstream = [to_upstream(m.metadata, OFFLINE_VERSIONS) for m in result.pod_groups] if backend == "upstream" else []
-    if upstream:
+    rendered = {g.pod_group_name: g for g in result.workload_groups if g.pod_group is not None}
+    upstream = [
+        to_upstream(m.metadata, OFFLINE_VERSIONS) for m in result.pod_groups if m.metadata.name not in rendered
+    ] if backend == "upstream" else []
+    groups_upstream = [
+        (g, render_upstream(g, OFFLINE_VERSIONS, COMPOSITE_VERSION if composite else None)) for g in rendered.values()
+    ] if backend == "upstream" else []
+    if upstream or groups_upstream:
         data["upstream"] = [
             {"workload": u.workload, "podGroups": u.pod_groups, "notes": u.notes} for u in upstream
+        ] + [
+            {"workloadGroup": g.key, "workload": u.workload, "compositePodGroup": u.composite,
+             "podGroups": u.pod_groups, "pods": u.placement, "notes": u.notes}
+            for g, u in groups_upstream
         ]
     if output == "json":
         print(json.dumps(data, indent=2))
@@ -143,6 +162,13 @@ def emit(result: PlanResult, output: str, *, backend: str = "kai") -> None:
             count = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang", {}).get("minCount")
             table += f"\nupstream Workload+PodGroup {u.workload['metadata']['name']}  gang minCount={count}"
             table += "".join(f"\n  note: {n}" for n in u.notes)
+        for g, gu in groups_upstream:
+            if gu.composite is not None:
+                table += (f"\nupstream CompositePodGroup {gu.composite['metadata']['name']}  minGroupCount="
+                          f"{gu.composite['spec']['schedulingPolicy']['gang']['minGroupCount']}  (WorkloadGroup {g.key})")
+            for pg in gu.pod_groups:
+                table += f"\n  upstream PodGroup {pg['metadata']['name']}  gang minCount={min_count(pg)}"
+            table += "".join(f"\n  note: {n}" for n in gu.notes)
         print(table)
 
 
@@ -162,6 +188,9 @@ def render_table(result: PlanResult, data: dict[str, Any]) -> str:
         for name in merged.pods:
             if name not in in_sub:
                 lines.append(f"  pod {name}")
+    for g in result.workload_groups:
+        lines.extend(_group_lines(g))
+    lines.extend(f"ERROR {e}" for e in result.membership_errors)
     skipped = [d for d in result.decisions if d.outcome == "skipped"]
     for d in skipped:
         lines.append(f"skipped pod {d.pod_key}: {d.reason} ({d.message})")
@@ -171,6 +200,19 @@ def render_table(result: PlanResult, data: dict[str, Any]) -> str:
     if not lines:
         lines.append("no pods found in the input")
     return "\n".join(lines)
+
+
+def _group_lines(g: WorkloadGroupRender) -> list[str]:
+    expected = "?" if g.expected is None else str(g.expected)
+    lines = [f"WorkloadGroup {g.key}  {g.state}  members={len(g.members)}/{expected}  podGroup={g.pod_group_name}"]
+    lines.extend(f"  member {m.ref.kind}/{m.ref.name}  rootSubGroup={m.root_sub_group}  "
+                 f"own PodGroups: {', '.join(m.pod_groups) or '-'}" for m in g.members)
+    lines.extend(f"  ERROR {e}" for e in g.errors)
+    lines.extend(f"  pending: {p}" for p in g.pending)
+    if g.gate:
+        lines.append(f"  gate: {g.gate}")
+    lines.extend(f"  note: {n}" for n in g.notes)
+    return lines
 
 
 def _render_sub_groups(md: PodGroupMetadata, parent: str | None, depth: int, lines: list[str]) -> None:
