@@ -50,6 +50,10 @@ class PlanResult:
                     "podGroup": d.pod_group.name if d.pod_group else None,
                     "subGroup": d.sub_group,
                     "plugin": d.plugin,
+                    "outcome": d.outcome,
+                    "reason": d.reason,
+                    "message": d.message,
+                    "notes": list(d.notes),
                 }
                 for d in self.decisions
             ],
