@@ -50,14 +50,16 @@ class PlanResult:
                     "podGroup": d.pod_group.name if d.pod_group else None,
                     "subGroup": d.sub_group,
                     "plugin": d.plugin,
-                    "outcome": d.outcome,
-                    "reason": d.reason,
-                    "message": d.message,
-                    "notes": list(d.notes),
                 }
                 for d in self.decisions
             ],
             "errors": [{"pod": d.pod_key, "error": d.message} for d in self.errors],
+            # pods the grouper leaves alone, and why (a step aside, another scheduler, a finished pod, ...)
+            "skipped": [
+                {"pod": d.pod_key, "reason": d.reason, "message": d.message}
+                for d in self.decisions
+                if d.outcome == "skipped"
+            ],
             "warnings": self.warnings,
         }
 

@@ -215,9 +215,11 @@ def test_grouper_plan_shows_the_step_aside_and_writes_no_podgroup_for_it() -> No
 
     result = plan(objects(UPSTREAM), build_grouper(UPSTREAM)).to_json()
     assert [pg["metadata"]["name"] for pg in result["podGroups"]] == ["pg-free-uid-free"]
-    by_pod = {p["name"]: p for p in result["pods"]}
-    assert by_pod["g0"]["outcome"] == "skipped" and by_pod["g0"]["reason"] == "GroupedByController"
-    assert "Job ns/gang sets spec.scheduling" in by_pod["g1"]["message"]
+    skipped = {s["pod"]: s for s in result["skipped"]}
+    assert sorted(skipped) == ["ns/g0", "ns/g1"]
+    assert skipped["ns/g0"]["reason"] == "GroupedByController"
+    assert "Job ns/gang sets spec.scheduling" in skipped["ns/g1"]["message"]
+    assert {p["name"]: p["podGroup"] for p in result["pods"]} == {"g0": None, "g1": None, "f0": "pg-free-uid-free"}
     kai = plan(objects(KAI), build_grouper(KAI)).to_json()
     assert sorted(pg["metadata"]["name"] for pg in kai["podGroups"]) == ["pg-free-uid-free", "pg-gang-uid-gang"]
 
