@@ -23,6 +23,7 @@ from controller.harness import GrouperThread, label_namespace
 from gang.webhooks import grouper_with_webhook
 
 from devtools.cluster import LocalCluster
+from grouper.cli.main import main
 
 pytestmark = [pytest.mark.cluster, pytest.mark.gang]
 
@@ -86,7 +87,7 @@ def stepped_aside(g: GrouperThread) -> float:
 
 
 def test_upstream_backend_steps_aside_for_the_job_controllers_gang(
-    job_cluster: LocalCluster, jkube: Kube, jns: str
+    job_cluster: LocalCluster, jkube: Kube, jns: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ns = jns
     with grouper_with_webhook(job_cluster, jkube, ns, backend="upstream", scheduler_name="default-scheduler") as g:
@@ -104,6 +105,11 @@ def test_upstream_backend_steps_aside_for_the_job_controllers_gang(
             assert (rec["outcome"], rec["reason"]) == ("skipped", "GroupedByController"), rec
             assert f"Job {ns}/gang sets spec.scheduling" in rec["message"]
         assert stepped_aside(g) >= 2
+        # what `grouper explain --server` prints from the running grouper's /pods record
+        assert main(["explain", names[0], "-n", ns, "--server", f"http://127.0.0.1:{g.service.http_port}"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"Pod {ns}/{names[0]} is not grouped (GroupedByController): Job {ns}/gang sets "
+                              "spec.scheduling"), out
         # only the Job controller's objects: none of ours (pg-...), no KAI PodGroup, no pod patched
         for kind in ("workloads", "podgroups"):
             items = jkube.list(f"/apis/{SCHED}/namespaces/{ns}/{kind}")
