@@ -30,6 +30,12 @@ def add_grouping_flags(parser: argparse.ArgumentParser) -> None:
                         type=parse_bool, default=d.deployment_gang_schedule, metavar="BOOL")
     parser.add_argument("--generic-karta-fallback", type=parse_bool, default=d.generic_karta_fallback, metavar="BOOL")
     parser.add_argument("--search-legacy-pg", type=parse_bool, default=d.search_legacy_pg, metavar="BOOL")
+    parser.add_argument(
+        "--backend", choices=["kai", "upstream"], default=d.backend,
+        help="what the grouper writes (as `grouper run --backend`): it decides whether a pod already in an "
+             "upstream group is stepped aside for; plan -o: upstream also shows the scheduling.k8s.io "
+             "Workload/PodGroup and what they cannot carry (default %(default)s)",
+    )
     parser.add_argument("--default-priorities-configmap-name", default="")
     parser.add_argument("--default-priorities-configmap-namespace", default="")
     parser.add_argument(

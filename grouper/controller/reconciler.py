@@ -34,6 +34,7 @@ from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.owner_chain import SharedChains
 from grouper.core.satisfiable import unsatisfiable_reasons
+from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide
 from grouper.kube.transport import ApiError
@@ -369,6 +370,8 @@ class Reconciler:
                 awaiting_cache += 1
                 continue
             self.store.record_decision(d, str(wl))
+            if d.outcome == "skipped" and d.reason in STEP_ASIDE_REASONS:
+                self.metrics.stepped_aside.labels(reason=d.reason).inc()
             if d.outcome != "error":
                 continue
             if d.reason in OWNER_GONE_REASONS and self._owner_was_deleted(pod, lookups):

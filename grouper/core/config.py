@@ -19,6 +19,10 @@ class GroupingConfig:
     search_legacy_pg: bool = True
     default_priorities_configmap_name: str = ""
     default_priorities_configmap_namespace: str = ""
+    # What the grouper writes: "kai" (KAI PodGroups) or "upstream" (scheduling.k8s.io Workload + PodGroups).
+    # It changes one rule: a pod already in an upstream group is stepped aside for only with the upstream
+    # backend (core/step_aside.py).
+    backend: str = "kai"
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod

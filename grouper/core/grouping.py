@@ -20,6 +20,16 @@ from grouper.core.lookups import Lookups
 from grouper.core.naming import shorten_name
 from grouper.core.nodepool import apply_nodepool_label
 from grouper.core.owner_chain import SharedChains, resolve_owners
+from grouper.core.step_aside import (
+    SKIP_ANNOTATION,
+    SKIP_REASON,
+    StepAside,
+    controller_groups,
+    foreign_group,
+    kai_note,
+    marked,
+    skip_marker,
+)
 from grouper.core.validation import validate_pod_group
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError, InvalidPodGroup, InvalidWorkload
@@ -31,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
 # Finished pods are not grouped: the controller skips them before deciding (it counts them), and every
 # other caller of ``decide`` (plan, explain, the webhook) gets the same answer from here. KAI has no phase
 # check (kai-podgrouper.md §1, "Terminal pods"): a deliberate deviation, README "terminal pods".
@@ -48,7 +57,12 @@ def _skips(obj: Obj) -> bool:
     problem = o.metadata_problem(obj)  # first: every reader after this takes labels/annotations as maps
     if problem is not None:
         raise InvalidWorkload(problem[1], obj=o.describe(obj), field=problem[0])
-    return o.annotations(obj).get(SKIP_ANNOTATION) == "true"
+    return marked(obj)
+
+
+def _step_aside(d: Decision, found: StepAside) -> None:
+    d.pod_group, d.plugin, d.definition, d.definition_origin = None, None, None, None
+    d.outcome, d.reason, d.message = "skipped", found.reason, found.message
 
 
 class Grouper:
@@ -101,7 +115,7 @@ class Grouper:
             d.reason, d.message = "PodTerminal", f"pod phase is {pod['status']['phase']}: finished pods are not grouped"
             return
         if _skips(pod):
-            d.reason, d.message = "SkipAnnotation", f"pod annotation {SKIP_ANNOTATION}=true"
+            d.reason, d.message = SKIP_REASON, f"pod annotation {SKIP_ANNOTATION}=true"
             return
         # KAI leaves an ownerless pod that already names its PodGroup alone (grouped by someone else).
         # Our own earlier annotation must not count as that, or re-evaluating a bare pod would lose its
@@ -121,10 +135,20 @@ class Grouper:
         if chain.truncated:
             d.notes.append(f"owner chain truncated: {chain.truncated}")
         for owner in chain.owners:
-            if _skips(owner):
-                d.reason = "SkipAnnotation"
-                d.message = f"{o.describe(owner)} has annotation {SKIP_ANNOTATION}=true"
+            _skips(owner)  # a malformed owner's metadata is reported before any rule reads it
+        # Step aside where something else groups the pod (core/step_aside.py): skip markers always; an
+        # upstream group only with the upstream backend (the KAI backend groups for KAI and says so).
+        marker = skip_marker(pod, chain.owners, lookups)
+        if marker is not None:
+            _step_aside(d, marker)
+            return
+        upstream = self.config.backend == "upstream"
+        theirs = controller_groups(chain.owners, ray_label=upstream)
+        if theirs is not None:
+            if upstream:
+                _step_aside(d, theirs)
                 return
+            d.notes.append(kai_note(theirs))
 
         selection = self.hub.select(GVK.of(chain.top_owner))
         d.plugin = selection.plugin.name
@@ -138,7 +162,14 @@ class Grouper:
             config=self.config,
             plugin_for=self.hub.plugin_for,
         )
-        md = selection.plugin.metadata(ctx)
+        try:
+            md = selection.plugin.metadata(ctx)
+        except GroupingError:
+            found = foreign_group(pod, None) if upstream else None
+            if found is None:
+                raise
+            _step_aside(d, found)  # in a group already: we could not have named it
+            return
         if md is None:
             d.reason, d.message = "NotGrouped", f"plugin {d.plugin} left the pod alone"
             return
@@ -157,6 +188,12 @@ class Grouper:
             d.reason = "ExternallyGrouped"
             d.message = f"ownerless pod already carries {POD_GROUP_ANNOTATION}={external}"
             return
+        found = foreign_group(pod, md.name)
+        if found is not None and theirs is None:  # (an owner's rule already said so)
+            if upstream:
+                _step_aside(d, found)
+                return
+            d.notes.append(kai_note(found))
         errors = validate_pod_group(md)
         if errors:
             raise InvalidPodGroup("; ".join(errors))

@@ -79,6 +79,12 @@ class PlanResult:
                 for d in self.decisions
             ],
             "errors": [{"pod": d.pod_key, "error": d.message} for d in self.errors],
+            # pods the grouper leaves alone, and why (a step aside, another scheduler, a finished pod, ...)
+            "skipped": [
+                {"pod": d.pod_key, "reason": d.reason, "message": d.message}
+                for d in self.decisions
+                if d.outcome == "skipped"
+            ],
             "warnings": self.warnings,
             **({"workloadGroups": [g.to_json() for g in self.workload_groups]} if self.workload_groups else {}),
             **({"membershipErrors": list(self.membership_errors)} if self.membership_errors else {}),

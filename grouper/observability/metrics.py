@@ -120,6 +120,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.stepped_aside = Counter(
+            f"{PREFIX}_pods_stepped_aside_total",
+            "Pod decisions that wrote nothing because something else groups the pod (grouper.core.step_aside): "
+            "SkipAnnotation, PodGangIgnored, GroupedByController. A pod decided again counts again.",
+            ["reason"],
+            registry=r,
+        )
         self.task_restarts = Counter(
             f"{PREFIX}_task_restarts_total",
             "Supervised long-running tasks (informers, leader election, workers, HTTP) restarted after a crash.",

@@ -130,10 +130,11 @@ def test_pods_already_in_their_controllers_pod_group_are_left_alone(
                 },
             },
         )
-    name = f"pg-own-{job['metadata']['uid']}"
-    wait_until(lambda: upstream.store.pod_group(ns, name), 30, what="decision record")
+    wait_until(lambda: upstream.store.pod(ns, "own-1"), 30, what="decision record")
     upstream.wait_idle()
-    rec = upstream.store.pod_group(ns, name)
-    assert rec is not None and any("skipped" in n and "theirs" in n for n in rec["notes"])
+    for i in range(2):  # each pod's decision steps aside (grouper.core.step_aside), naming the field
+        rec = upstream.store.pod(ns, f"own-{i}")
+        assert rec is not None and (rec["outcome"], rec["reason"]) == ("skipped", "GroupedByController")
+        assert "spec.schedulingGroup.podGroupName=theirs" in rec["message"]
     assert skube.list(f"/apis/{SCHED}/namespaces/{ns}/workloads") == []
     assert skube.list(f"/apis/{SCHED}/namespaces/{ns}/podgroups") == []

@@ -42,8 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="namespace of namespaced objects that name none, as kubectl apply (default %(default)s)")
     p.add_argument("--karta-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="time limit of one Karta jq evaluation in the sandbox (default %(default)s)")
-    p.add_argument("--backend", choices=["kai", "upstream"], default="kai",
-                   help="upstream: also show the scheduling.k8s.io Workload/PodGroup and what they cannot carry")
     p.add_argument("--composite", action=argparse.BooleanOptionalAction, default=True,
                    help="with --backend upstream: render workload groups as a CompositePodGroup "
                         "(scheduling.k8s.io/v1alpha3, gate CompositePodGroup); --no-composite: as one flattened "
