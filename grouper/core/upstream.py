@@ -442,10 +442,12 @@ def _priority_of(pod: dict[str, Any]) -> str:
     return cls or "(no class)"
 
 
-def priority_warning(pod_group: str, pods: list[dict[str, Any]]) -> str | None:
-    """A warning when the pods of one gang do not share one priority (``spec.priorityClassName``, and
-    ``spec.priority`` where the pod carries it): kube-scheduler then admits none of them (measured on
-    1.37: one pod of another priority blocks the whole gang). None when they agree."""
+def priority_warning(pod_group: str, pods: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(note, event message) when the pods of one gang do not share one priority (``spec.priorityClassName``,
+    and ``spec.priority`` where the pod carries it): kube-scheduler then admits none of them (measured on
+    1.37: one pod of another priority blocks the whole gang). The note names the pods of each priority; the
+    Event's message names only the priorities, so it stays the same while pods come and go (one Event per
+    cause). None when they agree."""
     by: dict[str, list[str]] = {}
     for p in pods:
         by.setdefault(_priority_of(p), []).append(str((p.get("metadata") or {}).get("name") or ""))
@@ -456,11 +458,12 @@ def priority_warning(pod_group: str, pods: list[dict[str, Any]]) -> str | None:
         names = sorted(by[prio])
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         parts.append(f"{prio}: {len(names)} pod(s) ({shown})")
-    return (
-        f"Warning: the pods of PodGroup {pod_group} have {len(by)} different priorities ({'; '.join(parts)}): "
+    tail = (
         "the upstream scheduler does not admit a gang whose pods differ in priority, so none of them is "
         "placed; give them one priorityClassName"
     )
+    head = f"Warning: the pods of PodGroup {pod_group} have {len(by)} different priorities"
+    return f"{head} ({'; '.join(parts)}): {tail}", f"{head} ({', '.join(sorted(by))}): {tail}"
 
 
 def initially_scheduled(pod_group: dict[str, Any]) -> tuple[str, str]:

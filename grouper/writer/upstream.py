@@ -254,7 +254,8 @@ class UpstreamWriter:
         if skip:
             return "unchanged", objs
         owner = InvolvedObject(md.owner.api_version, md.owner.kind, md.namespace, md.owner.name, md.owner.uid)
-        await self._report(owner, f"MixedPriority/{md.name}", priority_warning(md.name, pods), objs.notes)
+        mixed = priority_warning(md.name, pods)
+        await self._report(owner, f"MixedPriority/{md.name}", mixed, objs.notes)
         wl_res, pg_res = await self.resources()
         dropped: list[str] = []
         # an existing Workload the API server refuses to change (a field it fixes that we do not know
@@ -268,23 +269,28 @@ class UpstreamWriter:
             ops.append(await self._apply_one(pg_res, EXPECT_PODGROUP, pg, objs.notes, dropped))
         warning = None
         if dropped:
-            warning = (
+            text = (
                 f"Warning: the API server did not store {', '.join(dropped)} (sent, silently dropped: a feature "
                 "gate off on kube-apiserver?); the scheduler does not see them"
             )
+            warning = (text, text)
         await self._report(owner, f"DroppedFields/{md.name}", warning, objs.notes)
         op: Operation = "created" if "created" in ops else "updated" if "updated" in ops else "unchanged"
         return op, objs
 
-    async def _report(self, owner: InvolvedObject, cause: str, warning: str | None, notes: list[str]) -> None:
-        """A warning in the notes, and as one Event per cause while it stands (cleared when it is gone)."""
+    async def _report(
+        self, owner: InvolvedObject, cause: str, warning: tuple[str, str] | None, notes: list[str]
+    ) -> None:
+        """A warning (note, Event message) in the notes, and as one Event per cause while its message
+        stands (cleared when it is gone)."""
         if warning is None:
             if self.events is not None:
                 self.events.clear(owner, cause)
             return
-        notes.append(warning)
-        if self.events is not None and owner.name and await self.events.report(owner, cause, warning):
-            log.warning("%s", warning, extra={"podgroup": cause.partition("/")[2]})
+        note, message = warning
+        notes.append(note)
+        if self.events is not None and owner.name and await self.events.report(owner, cause, message):
+            log.warning("%s", note, extra={"podgroup": cause.partition("/")[2]})
 
     async def _apply_one(
         self,

@@ -156,9 +156,12 @@ def _pod(name: str, cls: str = "", priority: int | None = None) -> dict[str, Any
 
 def test_pods_of_one_gang_with_different_priorities_are_a_warning() -> None:
     assert priority_warning("g", [_pod("a", "train"), _pod("b", "train")]) is None
-    w = priority_warning("g", [_pod("a", "train"), _pod("b", "train"), _pod("c", "urgent")]) or ""
+    w, event = priority_warning("g", [_pod("a", "train"), _pod("b", "train"), _pod("c", "urgent")]) or ("", "")
     assert w.startswith("Warning: the pods of PodGroup g have 2 different priorities")
     assert "train: 2 pod(s) (a, b)" in w and "urgent: 1 pod(s) (c)" in w and "none of them is placed" in w
+    # the Event's message names the priorities only: the same while pods of them come and go (one Event)
+    assert event == priority_warning("g", [_pod("x", "urgent"), _pod("y", "train")])[1]  # type: ignore[index]
+    assert "(train, urgent)" in event and "pod(s)" not in event
     # the same class name with a different resolved value (the class was recreated) differs too
     assert priority_warning("g", [_pod("a", "train", 100), _pod("b", "train", 200)]) is not None
     assert priority_warning("g", [_pod("a"), _pod("b", "train")]) is not None
