@@ -157,6 +157,9 @@ def scoped(skube: Kube, sns: str) -> str:
 def test_pods_of_one_gang_with_different_priorities_are_reported_once(
     skube: Kube, scoped: str, sched_cluster: LocalCluster
 ) -> None:
+    """A PyTorchJob whose master has another priority than its workers (pods made by hand, as the training
+    operator would; no controller of the control plane claims them, unlike a Job's pods, which the Job
+    controller releases when they do not match its selector)."""
     ns = scoped
     for name, value in (("gang-low", 100), ("gang-high", 1000)):
         if not skube.exists(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}"):
@@ -164,20 +167,27 @@ def test_pods_of_one_gang_with_different_priorities_are_reported_once(
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
                 "value": value,
             })
-    job = skube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "mixed", "annotations": {MIN: "3"}},
-        "spec": {"suspend": True, "parallelism": 3, "completions": 3, "template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+
+    def replica(cls: str, n: int) -> dict[str, Any]:
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {
+            "priorityClassName": cls, "containers": [{"name": "pytorch", "image": "busybox"}]}}}
+
+    job = skube.create(f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "mixed"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica("gang-high", 1), "Worker": replica("gang-low", 2)}},
     })
     uid = job["metadata"]["uid"]
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "mixed", "uid": uid, "controller": True}
+    ref = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mixed", "uid": uid, "controller": True}
     with GrouperThread(sched_cluster, ns, backend="upstream", scheduler_name="default-scheduler") as g:
-        for i, cls in enumerate(("gang-low", "gang-low", "gang-high")):
+        for pod_name, role, cls in (("mixed-worker-0", "worker", "gang-low"), ("mixed-worker-1", "worker", "gang-low"),
+                                    ("mixed-master-0", "master", "gang-high")):
             skube.create(f"/api/v1/namespaces/{ns}/pods", {
                 "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"mixed-{i}", "ownerReferences": [ref], "labels": {"job-name": "mixed"}},
+                "metadata": {"name": pod_name, "ownerReferences": [ref],
+                             "labels": {"training.kubeflow.org/replica-type": role,
+                                        "training.kubeflow.org/job-name": "mixed"}},
                 "spec": {"priorityClassName": cls, "nodeSelector": {"none": "none"},
-                         "containers": [{"name": "c", "image": "busybox"}]},
+                         "containers": [{"name": "pytorch", "image": "busybox"}]},
             })
         name = f"pg-mixed-{uid}"
 
@@ -189,12 +199,14 @@ def test_pods_of_one_gang_with_different_priorities_are_reported_once(
         g.wait_idle()
         rec = g.store.pod_group(ns, name)
         (note,) = [n for n in rec["notes"] if "different priorities" in n]
-        assert "gang-low: 2 pod(s) (mixed-0, mixed-1)" in note and "gang-high: 1 pod(s) (mixed-2)" in note
+        assert "gang-low: 2 pod(s) (mixed-worker-0, mixed-worker-1)" in note, note
+        assert "gang-high: 1 pod(s) (mixed-master-0)" in note, note
         # reconciled again (a pod changes): the same cause is not reported twice
-        skube.patch(f"/api/v1/namespaces/{ns}/pods/mixed-0", {"metadata": {"labels": {"touched": "1"}}})
+        skube.patch(f"/api/v1/namespaces/{ns}/pods/mixed-worker-0", {"metadata": {"labels": {"touched": "1"}}})
         g.wait_idle()
         events = warnings_about(skube, ns, uid, "different priorities")
         assert len(events) == 1 and events[0]["type"] == "Warning" and events[0]["count"] == 1, events
+        assert "(gang-high, gang-low)" in events[0]["message"]
 
 
 # ------------------------------------------------------------------ gates off
