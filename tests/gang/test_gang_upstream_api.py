@@ -146,6 +146,10 @@ def test_scheduling_constraints_are_stored_with_the_gate_on(skube: Kube, sns: st
     assert not [n for n in objs.notes if "did not store" in n], objs.notes
     assert metrics.value("podgrouper_upstream_dropped_fields_total",
                          {"kind": "PodGroup", "field": "spec.schedulingConstraints"}) == 0
+    # discovery: v1beta1 for both kinds, CompositePodGroup served (v1alpha3, gate on) and only reported
+    for kind, version in (("Workload", "v1beta1"), ("PodGroup", "v1beta1"), ("CompositePodGroup", "v1alpha3")):
+        assert metrics.value("podgrouper_upstream_api_info", {"kind": kind, "version": version}) == 1
+    assert metrics.value("podgrouper_upstream_refused_versions", {"version": "v1alpha3"}) == 0
 
 
 @pytest.fixture
