@@ -175,6 +175,7 @@ class UpstreamWriter:
         self._resources: tuple[Resource, Resource] | None = None
         self.versions: UpstreamVersions | None = None
         self._refused: dict[str, str] = {}  # partly served versions already reported
+        self._problem: str | None = None  # why nothing can be written, already logged
         self._priority_classes: dict[str, tuple[float, bool]] = {}  # name -> (when, exists)
 
     async def resources(self) -> tuple[Resource, Resource]:
@@ -201,8 +202,11 @@ class UpstreamWriter:
             for version in partial:
                 self.metrics.upstream_refused_versions.labels(version=version).set(1)
         if versions is None:
-            log.error("upstream backend cannot write: %s", problem)
+            if problem != self._problem:  # once, not on every reconcile while it stands
+                log.error("upstream backend cannot write: %s", problem)
+            self._problem = problem
             return
+        self._problem = None
         log.info(
             "upstream backend writes %s and %s as %s%s", WORKLOAD_KIND, PODGROUP_KIND, versions.workload,
             f"; {COMPOSITE_KIND} served as {versions.composite_pod_group} (not written)"
