@@ -288,3 +288,31 @@ def test_fields_the_api_server_drops_are_reported(gkube: Kube, gns: str, gated: 
                          {"kind": "Workload", "field": "spec.podGroupTemplates.schedulingConstraints"}) == 1
     events = warnings_about(gkube, gns, owner.uid, "did not store")
     assert len(events) == 1 and events[0]["count"] == 1, events
+
+
+def test_no_version_serving_both_kinds_is_an_error_in_the_record_and_nothing_is_written() -> None:
+    """v1beta1 serves Workload only and v1alpha3 is off: the grouper refuses to mix, records why for the
+    workload's PodGroup, counts the refused version, and writes nothing."""
+    with LocalCluster(
+        crds=CRD_DIRS, workload_api=True,
+        apiserver_args=["--runtime-config=scheduling.k8s.io/v1beta1/podgroups=false,scheduling.k8s.io/v1alpha3=false"],
+    ) as c, Kube.from_cluster(c) as k, fresh_namespace(k, "n") as ns:
+        label_namespace(k, ns)
+        with GrouperThread(c, ns, backend="upstream", scheduler_name="default-scheduler") as g:
+            job = k.create(f"/apis/batch/v1/namespaces/{ns}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "annotations": {MIN: "2"}},
+                "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
+                    "restartPolicy": "Never", "schedulerName": "default-scheduler",
+                    "containers": [{"name": "c", "image": "busybox"}]}}},
+            })
+            name = f"pg-train-{job['metadata']['uid']}"
+
+            def failed() -> dict[str, Any] | None:
+                rec = g.store.pod_group(ns, name)
+                return rec if rec is not None and rec.get("lastError") else None
+
+            rec = wait_until(failed, 60, what="the PodGroup's error in the decision record")
+            assert "scheduling.k8s.io/v1beta1 serves Workload but not PodGroup" in rec["lastError"], rec
+            assert "refused rather than mixing versions" in rec["lastError"], rec
+            assert g.metrics.value("podgrouper_upstream_refused_versions", {"version": "v1beta1"}) == 1
+            assert k.list(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/workloads") == []
