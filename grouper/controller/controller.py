@@ -162,7 +162,8 @@ class Controller:
             events=self.recorder,
             upstream=(
                 UpstreamWriter(
-                    client, self.discovery, expectations=self.expectations, can_write=self.can_write
+                    client, self.discovery, expectations=self.expectations, can_write=self.can_write,
+                    metrics=metrics, events=self.recorder,
                 )
                 if settings.backend == "upstream"
                 else None

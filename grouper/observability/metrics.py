@@ -143,6 +143,25 @@ class Metrics:
             "Owner references to kinds outside the allow-list (the walk stopped there, no cache started).",
             registry=r,
         )
+        # the upstream backend (--backend=upstream): what discovery chose or refused, what the API dropped
+        self.upstream_api = Gauge(
+            f"{PREFIX}_upstream_api_info",
+            "scheduling.k8s.io versions the upstream backend writes (1 per kind and version in use).",
+            ["kind", "version"],
+            registry=r,
+        )
+        self.upstream_refused_versions = Gauge(
+            f"{PREFIX}_upstream_refused_versions",
+            "1 per scheduling.k8s.io version refused because it serves Workload or PodGroup but not both.",
+            ["version"],
+            registry=r,
+        )
+        self.upstream_dropped_fields = Counter(
+            f"{PREFIX}_upstream_dropped_fields_total",
+            "Fields of created upstream objects that the API server did not store (a feature gate off).",
+            ["kind", "field"],
+            registry=r,
+        )
         self.build_info = Gauge(f"{PREFIX}_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
 

@@ -8,7 +8,12 @@ may change is what the API lets change: ``gang.minCount``, labels, annotations, 
 rest (templates, workloadRef, policy kind, priorityClassName) is fixed at creation, and a decision that
 wants it different is reported as a note instead of being refused by the API server on every reconcile.
 
-API versions are picked from discovery, the newest stable-most version that serves each kind.
+API versions are picked from discovery (:func:`grouper.core.upstream.choose_versions`): the newest version
+serving both Workload and PodGroup; a version serving only one is refused, logged and counted, never mixed.
+Before writing, the object tree is checked (the API server does not: it accepts a PodGroup whose parent is
+missing); a broken tree is an error and nothing is written. After a create, the stored object (the create's
+answer) is compared with what was sent: a field the API server dropped (a feature gate off) is noted,
+counted and reported as an Event, as is a gang whose pods differ in priority (it never binds).
 """
 
 from __future__ import annotations
@@ -21,13 +26,20 @@ from collections.abc import Callable
 from typing import Any
 
 from grouper.core.upstream import (
+    COMPOSITE_KIND,
+    COMPOSITE_VERSIONS,
     GROUP,
     PODGROUP_KIND,
     WORKLOAD_KIND,
+    WORKLOAD_VERSIONS,
     UpstreamObjects,
     UpstreamVersions,
+    choose_versions,
+    dropped_fields,
+    field_label,
     membership_notes,
     min_count,
+    priority_warning,
     scheduling_group,
     to_upstream,
 )
@@ -36,38 +48,55 @@ from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PodGroupMetadata
+from grouper.observability.metrics import Metrics
+from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import NotLeader, Operation, normalize_owner_refs
 
 log = logging.getLogger(__name__)
 
-VERSION_PREFERENCE = ("v1", "v1beta1", "v1alpha3")
 PRIORITY_CLASS_TTL = 60.0
 # expectation kinds: distinct from the KAI PodGroup's "PodGroup"
 EXPECT_WORKLOAD = "Workload.scheduling.k8s.io"
 EXPECT_PODGROUP = "PodGroup.scheduling.k8s.io"
 
 
-class UpstreamApiMissing(Exception):
-    """The API server does not serve the Workload API (feature gate GenericWorkload off)."""
+class UpstreamApiMissing(ApiError):
+    """No version of the API server serves both Workload and PodGroup (feature gate GenericWorkload off,
+    or a version served in part). An ``ApiError`` 404: the reconciler records it for the PodGroup and
+    retries with back-off (a server upgraded or reconfigured is found again)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(404, "NotFound", message)
+
+
+class UpstreamInvalid(ApiError):
+    """The objects would break the rules the API server does not check (the tree): refused before any
+    write, like the API server's own 422 (terminal: retried when the workload changes)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(422, "Invalid", message)
+
+
+async def discover(discovery: Discovery) -> tuple[UpstreamVersions | None, dict[str, str], str | None]:
+    """(versions to use or None, refused partly served versions, why nothing can be used) from discovery."""
+    served: dict[str, set[str]] = {}
+    for version in dict.fromkeys((*WORKLOAD_VERSIONS, *COMPOSITE_VERSIONS)):
+        served[version] = {r.kind for r in await discovery.served(GROUP, version)}
+    choice = choose_versions(served)
+    return choice.versions, choice.partial, choice.problem()
 
 
 async def resolve_resources(discovery: Discovery) -> tuple[Resource, Resource]:
-    """The Workload and PodGroup resources, each at the first served version of VERSION_PREFERENCE."""
-    found: dict[str, Resource] = {}
-    for kind in (WORKLOAD_KIND, PODGROUP_KIND):
-        for version in VERSION_PREFERENCE:
-            res = await discovery.resolve(GVK(GROUP, version, kind))
-            if res is not None:
-                found[kind] = res
-                break
-        else:
-            raise UpstreamApiMissing(
-                f"the API server serves no {kind}.{GROUP} in {', '.join(VERSION_PREFERENCE)} "
-                "(kube-apiserver needs --feature-gates=GenericWorkload=true and "
-                "--runtime-config=scheduling.k8s.io/v1beta1=true)"
-            )
-    return found[WORKLOAD_KIND], found[PODGROUP_KIND]
+    """The Workload and PodGroup resources, of one version (see :func:`discover`)."""
+    versions, _, problem = await discover(discovery)
+    if versions is None:
+        raise UpstreamApiMissing(problem or "no Workload API")
+    wl = await discovery.resolve(GVK.from_api_version(versions.workload, WORKLOAD_KIND))
+    pg = await discovery.resolve(GVK.from_api_version(versions.pod_group, PODGROUP_KIND))
+    if wl is None or pg is None:  # discovery changed between the two reads
+        raise UpstreamApiMissing(f"{WORKLOAD_KIND}/{PODGROUP_KIND} of {versions.workload} no longer served")
+    return wl, pg
 
 
 def _fixed_fields_differ(desired: Obj, existing: Obj) -> list[str]:
@@ -79,9 +108,12 @@ def _fixed_fields_differ(desired: Obj, existing: Obj) -> list[str]:
         if names != [t.get("name") for t in espec.get("podGroupTemplates") or []]:
             out.append("podGroupTemplates")
     else:
-        for f in ("workloadRef", "priorityClassName"):
+        for f in ("workloadRef", "podGroupTemplateRef", "priorityClassName"):
             if dspec.get(f) != espec.get(f):
                 out.append(f)
+        # immutable too; a stored object without it (the server dropped it) is reported as dropped instead
+        if espec.get("schedulingConstraints") and dspec.get("schedulingConstraints") != espec.get("schedulingConstraints"):
+            out.append("schedulingConstraints")
     return out
 
 
@@ -131,25 +163,67 @@ class UpstreamWriter:
         expectations: WriteExpectations,
         can_write: Callable[[], bool] = lambda: True,
         max_conflicts: int = 5,
+        metrics: Metrics | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self.client, self.discovery = client, discovery
         self.expectations = expectations
         self.can_write = can_write
         self.max_conflicts = max_conflicts
+        self.metrics = metrics
+        self.events = events
         self._resources: tuple[Resource, Resource] | None = None
+        self.versions: UpstreamVersions | None = None
+        self._refused: dict[str, str] = {}  # partly served versions already reported
+        self._problem: str | None = None  # why nothing can be written, already logged
         self._priority_classes: dict[str, tuple[float, bool]] = {}  # name -> (when, exists)
 
     async def resources(self) -> tuple[Resource, Resource]:
         if self._resources is None:
+            versions, partial, problem = await discover(self.discovery)
+            self._report_versions(versions, partial, problem)
+            if versions is None:
+                raise UpstreamApiMissing(problem or "no Workload API")
             self._resources = await resolve_resources(self.discovery)
+            self.versions = versions
         return self._resources
 
-    async def plan(self, md: PodGroupMetadata) -> UpstreamObjects:
-        workload, pod_group = await self.resources()
-        exists = await self._priority_class_exists(md.priority_class_name) if md.priority_class_name else True
-        return to_upstream(
-            md, UpstreamVersions(workload.api_version, pod_group.api_version), priority_class_exists=exists
+    def _report_versions(self, versions: UpstreamVersions | None, partial: dict[str, str], problem: str | None) -> None:
+        """Log and count what discovery chose and refused (once per change)."""
+        if partial != self._refused:
+            for version, kind in partial.items():
+                other = PODGROUP_KIND if kind == WORKLOAD_KIND else WORKLOAD_KIND
+                log.warning(
+                    "%s/%s serves %s but not %s: version refused, never mixed with another", GROUP, version, kind, other
+                )
+            self._refused = dict(partial)
+        if self.metrics is not None:
+            self.metrics.upstream_refused_versions.clear()
+            for version in partial:
+                self.metrics.upstream_refused_versions.labels(version=version).set(1)
+        if versions is None:
+            if problem != self._problem:  # once, not on every reconcile while it stands
+                log.error("upstream backend cannot write: %s", problem)
+            self._problem = problem
+            return
+        self._problem = None
+        log.info(
+            "upstream backend writes %s and %s as %s%s", WORKLOAD_KIND, PODGROUP_KIND, versions.workload,
+            f"; {COMPOSITE_KIND} served as {versions.composite_pod_group} (not written)"
+            if versions.composite_pod_group else "",
         )
+        if self.metrics is not None:
+            self.metrics.upstream_api.clear()
+            for kind, av in ((WORKLOAD_KIND, versions.workload), (PODGROUP_KIND, versions.pod_group),
+                             (COMPOSITE_KIND, versions.composite_pod_group)):
+                if av:
+                    self.metrics.upstream_api.labels(kind=kind, version=av.rpartition("/")[2]).set(1)
+
+    async def plan(self, md: PodGroupMetadata) -> UpstreamObjects:
+        await self.resources()
+        assert self.versions is not None
+        exists = await self._priority_class_exists(md.priority_class_name) if md.priority_class_name else True
+        return to_upstream(md, self.versions, priority_class_exists=exists)
 
     async def _priority_class_exists(self, name: str) -> bool:
         """Whether the PriorityClass exists (cached for a minute; one GET per class, not per reconcile)."""
@@ -170,27 +244,69 @@ class UpstreamWriter:
 
     async def apply(self, md: PodGroupMetadata, pods: list[Obj]) -> tuple[Operation, UpstreamObjects]:
         """Converge the Workload and its PodGroups to ``md`` (``pods``: the pods decided into it).
-        Raises ``ApiError`` or ``NotLeader``."""
+        Raises ``ApiError`` (``UpstreamInvalid`` for a tree the API server would accept broken: nothing
+        is written) or ``NotLeader``."""
         objs = await self.plan(md)
+        if objs.errors:
+            raise UpstreamInvalid(
+                "; ".join(objs.errors) + " (not written: the API server does not check the PodGroup tree, "
+                "and a gang with a broken tree never binds)"
+            )
         members = [(o.name(p), md.sub_group_of(o.name(p)), scheduling_group(p)) for p in pods]
         skip, notes = membership_notes(objs, members)
         objs.notes.extend(notes)
         if skip:
             return "unchanged", objs
+        owner = InvolvedObject(md.owner.api_version, md.owner.kind, md.namespace, md.owner.name, md.owner.uid)
+        mixed = priority_warning(md.name, pods)
+        await self._report(owner, f"MixedPriority/{md.name}", mixed, objs.notes)
         wl_res, pg_res = await self.resources()
+        dropped: list[str] = []
         # an existing Workload the API server refuses to change (a field it fixes that we do not know
         # of) is noted, not fatal: the PodGroups are what the scheduler reads, they are still converged
         ops = [
-            await self._apply_one(wl_res, EXPECT_WORKLOAD, objs.workload, objs.notes, tolerate_invalid=True)
+            await self._apply_one(
+                wl_res, EXPECT_WORKLOAD, objs.workload, objs.notes, dropped, tolerate_invalid=True
+            )
         ]
         for pg in objs.pod_groups:
-            ops.append(await self._apply_one(pg_res, EXPECT_PODGROUP, pg, objs.notes))
+            ops.append(await self._apply_one(pg_res, EXPECT_PODGROUP, pg, objs.notes, dropped))
+        warning = None
+        if dropped:
+            text = (
+                f"Warning: the API server did not store {', '.join(dropped)} (sent, silently dropped: a feature "
+                "gate off on kube-apiserver?); the scheduler does not see them"
+            )
+            warning = (text, text)
+        await self._report(owner, f"DroppedFields/{md.name}", warning, objs.notes)
         op: Operation = "created" if "created" in ops else "updated" if "updated" in ops else "unchanged"
         return op, objs
 
+    async def _report(
+        self, owner: InvolvedObject, cause: str, warning: tuple[str, str] | None, notes: list[str]
+    ) -> None:
+        """A warning (note, Event message) in the notes, and as one Event per cause while its message
+        stands (cleared when it is gone)."""
+        if warning is None:
+            if self.events is not None:
+                self.events.clear(owner, cause)
+            return
+        note, message = warning
+        notes.append(note)
+        if self.events is not None and owner.name and await self.events.report(owner, cause, message):
+            log.warning("%s", note, extra={"podgroup": cause.partition("/")[2]})
+
     async def _apply_one(
-        self, res: Resource, kind: str, desired: Obj, notes: list[str], *, tolerate_invalid: bool = False
+        self,
+        res: Resource,
+        kind: str,
+        desired: Obj,
+        notes: list[str],
+        dropped: list[str],
+        *,
+        tolerate_invalid: bool = False,
     ) -> Operation:
+        """Create or update one object; ``dropped`` gets the fields of ``desired`` it was stored without."""
         meta = desired["metadata"]
         ns, name = meta["namespace"], meta["name"]
         existing = self.expectations.current(kind, ns, name, None)
@@ -201,6 +317,7 @@ class UpstreamWriter:
                     notes.append(
                         f"{desired['kind']} {name}: {', '.join(fixed)} fixed at creation, kept as stored"
                     )
+                dropped.extend(f"{desired['kind']} {name} {f}" for f in dropped_fields(desired, existing))
                 if not needs_update(desired, existing):
                     return "unchanged"
             if not self.can_write():
@@ -221,6 +338,14 @@ class UpstreamWriter:
                     await asyncio.sleep(0.05 * attempt)
                 continue
             if isinstance(written, dict):
+                if existing is None:  # the answer is the object as stored: what did the server drop?
+                    lost = dropped_fields(desired, written)
+                    dropped.extend(f"{desired['kind']} {name} {f}" for f in lost)
+                    if self.metrics is not None:
+                        for f in lost:
+                            self.metrics.upstream_dropped_fields.labels(
+                                kind=desired["kind"], field=field_label(f)
+                            ).inc()
                 self.expectations.wrote(kind, written)
                 log.info(
                     "%s %s/%s %s (minCount %s)",

@@ -58,6 +58,8 @@ def test_helm_lint_passes_with_default_and_full_values() -> None:
         "extraOwnerKinds": [{"group": "example.com", "kind": "Batchling", "resource": "batchlings"}],
         "metricsReaders": [{"name": "prometheus", "namespace": "monitoring"}],
         "kartas": [{"name": "k", "spec": {"structureDefinition": {"rootComponent": {"name": "r"}}}}],
+        "args": {"backend": "upstream"},
+        "webhook": {"enabled": True, "clientCA": "PEM"},
     }
     for values in ({}, full):
         proc = subprocess.run(
@@ -237,6 +239,65 @@ def test_service_monitor_needs_the_operator_crd() -> None:
     assert sm["spec"]["endpoints"][0]["bearerTokenFile"].endswith("serviceaccount/token")
 
 
+def _upstream_rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRole's scheduling.k8s.io rules beyond the PriorityClass informer's list / watch."""
+    return [r for r in one(objs, "ClusterRole")["rules"]
+            if "scheduling.k8s.io" in r["apiGroups"] and r["verbs"] != ["list", "watch"]]
+
+
+def test_the_upstream_backend_gets_its_rbac_only_when_chosen() -> None:
+    assert _upstream_rules(objects(chart.template())) == []
+    assert not [o for o in objects(chart.template()) if o["kind"] == "MutatingWebhookConfiguration"]
+    rules = _upstream_rules(objects(chart.template({"args": {"backend": "upstream"}})))
+    assert rules == [
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+    ]
+
+
+def test_the_webhook_renders_its_objects_and_flags() -> None:
+    objs = objects(chart.template({"webhook": {"enabled": True, "clientCA": "PEM"}}))
+    settings = parse_run_args(container_args(objs))
+    assert settings.webhook_bind_address == "0.0.0.0:9443"
+    assert settings.webhook_cert_file == "/etc/kai-pod-grouper/webhook-tls/tls.crt"
+    assert settings.webhook_client_ca == "/etc/kai-pod-grouper/webhook-client-ca/ca.crt"
+    assert settings.webhook_allow_unauthenticated is False
+    tls = one(objs, "Secret", "kai-pod-grouper-webhook-tls")
+    (hook,) = one(objs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["caBundle"] == tls["data"]["ca.crt"]
+    assert hook["timeoutSeconds"] == 5  # above the 3 s owner wait
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "kai-system"]
+    mounts = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {m["mountPath"] for m in mounts} >= {"/etc/kai-pod-grouper/webhook-tls", "/etc/kai-pod-grouper/webhook-client-ca"}
+
+
+def test_webhook_certificate_modes() -> None:
+    cm = objects(chart.template({"webhook": {"enabled": True, "allowUnauthenticated": True, "tls": {
+        "mode": "certManager", "certManager": {"issuerRef": {"name": "ca-issuer", "kind": "ClusterIssuer"}}}}}))
+    cert = one(cm, "Certificate", "kai-pod-grouper-webhook")
+    assert cert["spec"]["secretName"] == "kai-pod-grouper-webhook-tls"
+    assert cert["spec"]["dnsNames"][0] == "kai-pod-grouper.kai-system.svc"
+    hook = one(cm, "MutatingWebhookConfiguration")
+    assert hook["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": "kai-system/kai-pod-grouper-webhook"}
+    assert "caBundle" not in hook["webhooks"][0]["clientConfig"]
+    assert not [o for o in cm if o["kind"] == "Secret"]
+    assert parse_run_args(container_args(cm)).webhook_allow_unauthenticated is True
+    own = objects(chart.template({"webhook": {"enabled": True, "clientCA": "PEM", "tls": {
+        "mode": "secret", "secretName": "mine", "caBundle": "Q0E="}}}))
+    assert not [o for o in own if o["kind"] in ("Secret", "Certificate")]
+    assert one(own, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
+    volumes = one(own, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "mine"}} in volumes
+
+
+def test_webhook_values_that_cannot_work_fail_at_render_time() -> None:
+    assert "webhook.clientCA" in template_fails({"webhook": {"enabled": True}})
+    assert "webhook.tls.caBundle" in template_fails(
+        {"webhook": {"enabled": True, "clientCA": "PEM", "tls": {"mode": "secret"}}})
+    assert "issuerRef.name is required" in template_fails(
+        {"webhook": {"enabled": True, "clientCA": "PEM", "tls": {"mode": "certManager"}}})
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -253,6 +314,8 @@ def test_service_monitor_needs_the_operator_crd() -> None:
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"topologySpread": {"whenUnsatisfiable": "Maybe"}}, "whenUnsatisfiable"),
         ({"replica": 3}, "replica"),
+        ({"webhook": {"tls": {"mode": "selfsigned"}}}, "mode"),
+        ({"webhook": {"enabeld": True}}, "enabeld"),
     ],
 )
 def test_wrong_values_fail_at_render_time(values: dict[str, Any], message: str) -> None:

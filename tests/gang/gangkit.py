@@ -6,6 +6,8 @@ from typing import Any
 
 from kube import Kube
 
+from grouper.core.upstream import initially_scheduled
+
 POOL_LABEL = "test.kai-pod-grouper.io/pool"
 GPU = "nvidia.com/gpu"
 
@@ -32,9 +34,6 @@ def bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]:
 
 
 def pod_group_condition(kube: Kube, path: str) -> tuple[str, str]:
-    """(status, reason) of the upstream PodGroup's ``PodGroupInitiallyScheduled`` condition, ("", "") if none."""
-    conds = (kube.get(path).get("status") or {}).get("conditions") or []
-    for c in conds:
-        if c.get("type") == "PodGroupInitiallyScheduled":
-            return str(c.get("status")), str(c.get("reason"))
-    return "", ""
+    """(status, reason) of the upstream PodGroup's admission condition (``PodGroupInitiallyScheduled``, or
+    ``PodGroupScheduled`` of a 1.36 server), ("", "") if none: what the grouper reads."""
+    return initially_scheduled(kube.get(path))

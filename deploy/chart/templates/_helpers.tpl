@@ -51,6 +51,18 @@ values the chart derives from the rest of the release; then extraArgs.
 {{- if kindIs "invalid" .Values.args.identity -}}
 {{- $_ = set $args "identity" "$(POD_NAME)" -}}
 {{- end -}}
+{{- if .Values.webhook.enabled -}}
+{{- $_ = set $args "webhookBindAddress" (printf "0.0.0.0:%d" (int .Values.webhook.port)) -}}
+{{- $_ = set $args "webhookCertFile" (printf "%s/tls.crt" (include "grouper.webhookTlsDir" .)) -}}
+{{- $_ = set $args "webhookKeyFile" (printf "%s/tls.key" (include "grouper.webhookTlsDir" .)) -}}
+{{- if .Values.webhook.clientCA -}}
+{{- $_ = set $args "webhookClientCa" (printf "%s/ca.crt" (include "grouper.webhookClientCaDir" .)) -}}
+{{- else if .Values.webhook.allowUnauthenticated -}}
+{{- $_ = set $args "webhookAllowUnauthenticated" true -}}
+{{- else -}}
+{{- fail "webhook.enabled needs webhook.clientCA (the CA of the API server's webhook client certificate), or webhook.allowUnauthenticated=true to answer anyone who reaches the port" -}}
+{{- end -}}
+{{- end -}}
 {{- $extra := include "grouper.extraOwnerKinds" . -}}
 {{- if $extra }}{{ $_ = set $args "extraOwnerKinds" $extra }}{{ else }}{{ $_ = unset $args "extraOwnerKinds" }}{{ end -}}
 {{- range $key := keys $args | sortAlpha }}
@@ -63,3 +75,7 @@ values the chart derives from the rest of the release; then extraArgs.
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/* Where the webhook's serving certificate (tls.crt, tls.key) and the client CA are mounted. */}}
+{{- define "grouper.webhookTlsDir" -}}/etc/kai-pod-grouper/webhook-tls{{- end }}
+{{- define "grouper.webhookClientCaDir" -}}/etc/kai-pod-grouper/webhook-client-ca{{- end }}
