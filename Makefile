@@ -19,7 +19,7 @@ help:
 	@echo "make cluster  - build etcd, kube-apiserver, kube-controller-manager from source (cached)"
 	@echo "make image    - build the OCI image with podman (installs podman/runc/mmdebstrap when missing)"
 	@echo "make helm     - build helm from its Go module into .cache/cluster/bin (cached)"
-	@echo "make operators - build the workload operators the tests and the demo run (JobSet, KubeRay) from their Go modules (cached)"
+	@echo "make operators - build the workload operators the tests and the demo run (JobSet, KubeRay, LWS) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make lint     - ruff + mypy"
@@ -98,7 +98,7 @@ image:
 # the real workload operators (devtools/cluster/go/<name>/go.mod), like the control plane; not part of
 # `make cluster` so the control plane stays as fast to build
 operators:
-	$(PYTHON) devtools/cluster/build.py --only jobset kuberay
+	$(PYTHON) devtools/cluster/build.py --only jobset kuberay lws
 
 # helm, from its Go module (devtools/helm/go.mod), like the control plane
 helm:

@@ -9,8 +9,9 @@ go.mod's ``tool`` block would change the fingerprint of the other two binaries a
 comes from ``devtools/helm/``, a module pinning a released ``helm.sh/helm/v3``. The real workload operators
 (``OPERATORS``) each come from a module of their own: ``jobset`` (the JobSet controller, ``sigs.k8s.io/jobset``,
 whose main package is its module root) from ``devtools/cluster/go/jobset/``, ``kuberay`` (the KubeRay
-operator, ``github.com/ray-project/kuberay/ray-operator``, likewise) from ``devtools/cluster/go/kuberay/``;
-they are built only when asked for (``--only jobset kuberay``, ``make operators``; ``LocalCluster(operators=
+operator, ``github.com/ray-project/kuberay/ray-operator``, likewise) from ``devtools/cluster/go/kuberay/``,
+``lws`` (the LeaderWorkerSet controller, ``sigs.k8s.io/lws``, main package ``cmd``) from
+``devtools/cluster/go/lws/``; they are built only when asked for (``--only jobset kuberay lws``, ``make operators``; ``LocalCluster(operators=
 [...])`` builds them on first use): the control plane build stays as fast. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
@@ -35,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # the default
-TOOLS = ("helm", "jobset", "kuberay")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
-OPERATORS = ("jobset", "kuberay")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
+TOOLS = ("helm", "jobset", "kuberay", "lws")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
+OPERATORS = ("jobset", "kuberay", "lws")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
@@ -92,6 +93,7 @@ def _targets(root: Path) -> list[_Target]:
         _Target("helm", root / HELM_MODULE, "helm.sh/helm/v3/cmd/helm"),
         _Target("jobset", cluster / "jobset", "sigs.k8s.io/jobset"),
         _Target("kuberay", cluster / "kuberay", "github.com/ray-project/kuberay/ray-operator"),
+        _Target("lws", cluster / "lws", "sigs.k8s.io/lws/cmd"),
     ]
 
 
@@ -107,6 +109,7 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
         ("helm-client-go", root / HELM_MODULE / "go.mod", "k8s.io/client-go"),
         ("jobset", root / GO_MODULES / "jobset" / "go.mod", "sigs.k8s.io/jobset"),
         ("kuberay", root / GO_MODULES / "kuberay" / "go.mod", "github.com/ray-project/kuberay/ray-operator"),
+        ("lws", root / GO_MODULES / "lws" / "go.mod", "sigs.k8s.io/lws"),
     ):
         if not path.is_file():
             continue
