@@ -6,10 +6,13 @@ The Go modules live in ``devtools/cluster/go/`` (Kubernetes, pinned in its go.mo
 constrain the Kubernetes build) and ``devtools/cluster/go/kwok/`` (``sigs.k8s.io/kwok``, simulated nodes,
 likewise its own module). kube-scheduler is built from the Kubernetes module as it is: adding it to that
 go.mod's ``tool`` block would change the fingerprint of the other two binaries and force their rebuild. ``helm`` (for the chart tests, built only when asked for: ``--only helm``)
-comes from ``devtools/helm/``, a module pinning a released ``helm.sh/helm/v3``. ``jobset`` (the real JobSet controller,
-``sigs.k8s.io/jobset``, whose main package is its module root) comes from ``devtools/cluster/go/jobset/``
-and is likewise built only when asked for (``--only jobset``, ``make operators``; ``LocalCluster(operators=
-["jobset"])`` builds it on first use): the control plane build stays as fast. Their module paths and comments still name ``tests/cluster``, where
+comes from ``devtools/helm/``, a module pinning a released ``helm.sh/helm/v3``. The real workload operators
+(``OPERATORS``) each come from a module of their own: ``jobset`` (the JobSet controller, ``sigs.k8s.io/jobset``,
+whose main package is its module root) from ``devtools/cluster/go/jobset/``, ``kuberay`` (the KubeRay
+operator, ``github.com/ray-project/kuberay/ray-operator``, likewise) from ``devtools/cluster/go/kuberay/``,
+``lws`` (the LeaderWorkerSet controller, ``sigs.k8s.io/lws``, main package ``cmd``) from
+``devtools/cluster/go/lws/``; they are built only when asked for (``--only jobset kuberay lws``, ``make operators``; ``LocalCluster(operators=
+[...])`` builds them on first use): the control plane build stays as fast. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
 the machine's default. A binary is rebuilt only when its inputs (go.mod, go.sum, Go sources, Go version,
@@ -33,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # the default
-TOOLS = ("helm", "jobset")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
-OPERATORS = ("jobset",)  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
+TOOLS = ("helm", "jobset", "kuberay", "lws")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
+OPERATORS = ("jobset", "kuberay", "lws")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
@@ -89,6 +92,8 @@ def _targets(root: Path) -> list[_Target]:
         _Target("kwok", cluster / "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
         _Target("helm", root / HELM_MODULE, "helm.sh/helm/v3/cmd/helm"),
         _Target("jobset", cluster / "jobset", "sigs.k8s.io/jobset"),
+        _Target("kuberay", cluster / "kuberay", "github.com/ray-project/kuberay/ray-operator"),
+        _Target("lws", cluster / "lws", "sigs.k8s.io/lws/cmd"),
     ]
 
 
@@ -103,6 +108,8 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
         ("helm", root / HELM_MODULE / "go.mod", "helm.sh/helm/v3"),
         ("helm-client-go", root / HELM_MODULE / "go.mod", "k8s.io/client-go"),
         ("jobset", root / GO_MODULES / "jobset" / "go.mod", "sigs.k8s.io/jobset"),
+        ("kuberay", root / GO_MODULES / "kuberay" / "go.mod", "github.com/ray-project/kuberay/ray-operator"),
+        ("lws", root / GO_MODULES / "lws" / "go.mod", "sigs.k8s.io/lws"),
     ):
         if not path.is_file():
             continue

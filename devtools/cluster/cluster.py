@@ -9,7 +9,7 @@ Pending). Opt in per test to a real kube-scheduler and simulated nodes (kwok)::
 ``workload_api`` (default: on with ``scheduler``) turns on the Workload API and gang scheduling
 (:mod:`devtools.cluster.gang`: feature gates on the API server, controller manager and scheduler, and
 ``scheduling.k8s.io/v1beta1`` + ``v1alpha3`` in ``--runtime-config``).
-``operators=["jobset"]`` runs real workload operators (:mod:`devtools.cluster.operators`): their CRDs are
+``operators=["jobset", "kuberay", "lws"]`` runs real workload operators (:mod:`devtools.cluster.operators`): their CRDs are
 installed from their Go module, their controller starts once the control plane is up, its webhooks are
 registered once its readiness probe answers, and it stops first.
 The API server presents a client certificate to every admission webhook (``--admission-control-config-file``);
@@ -453,17 +453,25 @@ class LocalCluster:
         self.ports.update(
             {f"{op.name}-webhook": webhook_port, f"{op.name}-metrics": metrics_port, f"{op.name}-health": health_port}
         )
-        config = ops.config_file(
-            d / "config.yaml",
+        argv = ops.command(
+            op,
+            self._bdir / op.name,
+            kubeconfig=self.kubeconfig_path,
+            work_dir=d,
             webhook_port=webhook_port,
             cert_dir=cert_dir,
             metrics_port=metrics_port,
             health_port=health_port,
         )
-        self._spawn(op.name, [str(self._bdir / op.name), f"--config={config}", f"--kubeconfig={self.kubeconfig_path}"])
+        self._spawn(op.name, argv)
         # readyz answers 200 once the webhook server listens (JobSet's main adds that check)
         self._wait(op.name, lambda: _get_ok(f"http://127.0.0.1:{health_port}/readyz", None))
-        for doc in ops.webhook_configurations(op, port=webhook_port, ca_file=self.ca_file):
+        configurations = ops.webhook_configurations(op, port=webhook_port, ca_file=self.ca_file)
+        # LWS registers its webhook handlers after its manager starts: register the configurations only
+        # once every path has a handler, so the API server never meets a 404 (failurePolicy Fail)
+        urls = [hook["clientConfig"]["url"] for doc in configurations for hook in doc.get("webhooks") or []]
+        self._wait(op.name, lambda: all(self._has_handler(url) for url in urls))
+        for doc in configurations:
             kind = doc["kind"].lower() + "s"
             status, obj = self.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", doc)
             if status != 201:
@@ -706,6 +714,16 @@ class LocalCluster:
         if self._ssl is None:
             self._ssl = ssl.create_default_context(cafile=self.ca_file)
         return self._ssl
+
+    def _has_handler(self, url: str) -> bool:
+        """A webhook server (serving a certificate of the cluster's CA) has a handler at ``url``: an empty
+        review gets any answer but 404."""
+        req = urllib.request.Request(url, data=b"{}", method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=2, context=self.ssl_context()):
+                return True
+        except urllib.error.HTTPError as e:
+            return e.code != 404
 
     def _http_ok(self, url: str) -> bool:
         ctx = self.ssl_context() if url.startswith("https") else None

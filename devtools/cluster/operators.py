@@ -1,12 +1,21 @@
-"""Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset"])``.
+"""Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset", "kuberay", "lws"])``.
 
 An operator is its stock controller binary, built from its pinned Go module by
-:mod:`devtools.cluster.build` (``--only jobset``), run against the local API server as it runs in a real
-cluster except for where it listens: its CRDs and admission webhook configurations are read from the
+:mod:`devtools.cluster.build` (``--only jobset kuberay lws``), run against the local API server as it runs in a
+real cluster except for where it listens: its CRDs and admission webhook configurations are read from the
 module's own ``config/`` at run time (the module cache, located with ``go list -m``), never from a copy;
-its webhooks are served on 127.0.0.1 with a certificate from the cluster's CA and registered with a
-``url`` client config instead of a Service; leader election is off; metrics and health probes listen on
-free ports; it runs with the admin kubeconfig.
+its webhooks (where it needs them) are served on 127.0.0.1 with a certificate from the cluster's CA and
+registered with a ``url`` client config instead of a Service; leader election is off; metrics and health
+probes listen on free ports; it runs with the admin kubeconfig.
+
+- ``jobset`` (``sigs.k8s.io/jobset``): configured by its ``--config`` file; webhooks served (it cannot run
+  without them: defaulting, the pod priority label, immutable ``replicatedJobs``).
+- ``kuberay`` (``github.com/ray-project/kuberay/ray-operator``): configured by flags; its only webhook (a
+  RayCluster validator: name pattern, unique worker group names) is opt-in upstream (``ENABLE_WEBHOOKS``,
+  off in its Helm chart) and not run: it never mutates an object and the controller checks the same spec.
+- ``lws`` (``sigs.k8s.io/lws``, main package ``cmd``): configured by its ``--config`` file; webhooks served
+  (LeaderWorkerSet defaulting and validation, and the pod webhook that gives every pod of a group its
+  labels and annotations: group and worker index, group key, size, leader name).
 
 So the Jobs and pods the tests and the demo group are the ones the real controller creates: if it names,
 labels or owns them differently from the hand-written fixtures, the fixture test says so.
@@ -34,7 +43,8 @@ class Operator:
     name: str  # the binary (a build target) and the component name in logs
     module: str  # Go module path, pinned in devtools/cluster/go/<name>/go.mod
     crds: str  # CRD directory inside the module
-    webhooks: str  # kustomize directory of the webhook configurations inside the module
+    webhooks: str | None  # kustomize directory of the webhook configurations inside the module; None: not served
+    config_api: str | None  # apiVersion of its --config Configuration; None: configured by flags
 
 
 OPERATORS: dict[str, Operator] = {
@@ -43,6 +53,21 @@ OPERATORS: dict[str, Operator] = {
         module="sigs.k8s.io/jobset",
         crds="config/components/crd/bases",
         webhooks="config/components/webhook",
+        config_api="config.jobset.x-k8s.io/v1alpha1",
+    ),
+    "kuberay": Operator(
+        name="kuberay",
+        module="github.com/ray-project/kuberay/ray-operator",
+        crds="config/crd/bases",  # RayCluster, RayJob, RayService
+        webhooks=None,
+        config_api=None,
+    ),
+    "lws": Operator(
+        name="lws",
+        module="sigs.k8s.io/lws",
+        crds="config/crd/bases",
+        webhooks="config/webhook",
+        config_api="config.lws.x-k8s.io/v1alpha1",
     ),
 }
 
@@ -79,17 +104,58 @@ def crd_paths(op: Operator) -> list[Path]:
     return [module_source(op) / op.crds]
 
 
-def config_file(path: Path, *, webhook_port: int, cert_dir: Path, metrics_port: int, health_port: int) -> Path:
-    """JobSet's ``--config`` (``config.jobset.x-k8s.io/v1alpha1`` Configuration): no leader election, no
-    internal certificate rotation (it would write a Secret and patch webhook configurations that point at a
-    Service), the webhook server on 127.0.0.1 with our certificate, metrics and probes on free ports."""
+def command(
+    op: Operator,
+    binary: Path,
+    *,
+    kubeconfig: str,
+    work_dir: Path,
+    webhook_port: int,
+    cert_dir: Path,
+    metrics_port: int,
+    health_port: int,
+) -> list[str]:
+    """The operator's command line: leader election off, metrics and probes on 127.0.0.1 at the given
+    ports, the webhook server (if it has one) on ``webhook_port`` with the certificate in ``cert_dir``."""
+    if op.name == "kuberay":
+        return [
+            str(binary),
+            f"--kubeconfig={kubeconfig}",
+            "--enable-leader-election=false",
+            f"--metrics-addr=127.0.0.1:{metrics_port}",
+            f"--health-probe-bind-address=127.0.0.1:{health_port}",
+            "--log-stdout-encoder=console",  # readable logs (its default is JSON)
+        ]
+    assert op.config_api, op
+    config = config_file(
+        work_dir / "config.yaml",
+        api_version=op.config_api,
+        webhook_port=webhook_port,
+        cert_dir=cert_dir,
+        metrics_port=metrics_port,
+        health_port=health_port,
+    )
+    return [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
+
+
+def config_file(
+    path: Path, *, api_version: str, webhook_port: int, cert_dir: Path, metrics_port: int, health_port: int
+) -> Path:
+    """The ``--config`` of JobSet (``config.jobset.x-k8s.io/v1alpha1``) and LWS (``config.lws.x-k8s.io/
+    v1alpha1``), one Configuration shape: no leader election, no internal certificate rotation (it would
+    write a Secret and patch webhook configurations that point at a Service), the webhook server on
+    127.0.0.1 with our certificate, metrics and probes on free ports (JobSet serves its metrics with our
+    certificate too; LWS's Configuration has no such field and serves them with a self-signed one)."""
+    metrics: dict[str, str] = {"bindAddress": f"127.0.0.1:{metrics_port}"}
+    if api_version.startswith("config.jobset."):
+        metrics["certDir"] = str(cert_dir)
     cfg = {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "apiVersion": api_version,
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
-        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "certDir": str(cert_dir)},
+        "metrics": metrics,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
     }
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -115,6 +181,8 @@ def webhook_configurations(op: Operator, *, port: int, ca_file: str) -> list[dic
     """The module's Mutating/ValidatingWebhookConfigurations as its kustomization renders them (its JSON
     patches applied: e.g. the pod webhooks only see pods labelled ``jobset.sigs.k8s.io/jobset-name``), with
     each Service client config replaced by ``https://127.0.0.1:<port><path>`` and the cluster's CA."""
+    if op.webhooks is None:
+        return []
     src = module_source(op) / op.webhooks
     kustomization = yaml.safe_load((src / "kustomization.yaml").read_text())
     docs = [

@@ -1,5 +1,6 @@
-"""Fixtures for tests against real workload operators: one control plane per module with the JobSet
-controller running (``LocalCluster(operators=["jobset"])``: its CRD and webhooks from its Go module), an
+"""Fixtures for tests against real workload operators: one control plane per module with the module's
+operators running (its ``OPERATORS`` list, default the JobSet controller: ``LocalCluster(operators=
+["jobset"])``, CRDs and webhooks from their Go modules), an
 API-server audit log of every write to pods and PodGroups (the evidence the write counts use). Every test
 using ``op_cluster`` is marked ``cluster`` and ``operators``; ``op_sched_cluster`` (the same with a real
 kube-scheduler and kwok nodes) adds ``gang``."""
@@ -31,23 +32,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gang)
 
 
+def module_operators(request: pytest.FixtureRequest) -> list[str]:
+    """The operators a test module runs: its ``OPERATORS`` list (default: the JobSet controller)."""
+    return list(getattr(request.module, "OPERATORS", ["jobset"]))
+
+
 @pytest.fixture(scope="module")
-def op_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def op_cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     d = tmp_path_factory.mktemp("audit")
     log = d / "audit.log"
     args = audit_args(write_audit_policy(d / "policy.yaml"), log)
-    # only the grouper's own CRDs: JobSet's comes from its module, with the operator
-    with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=["jobset"], apiserver_args=args) as c:
+    # only the grouper's own CRDs: the operators' come from their modules, with the operators
+    operators = module_operators(request)
+    with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=operators, apiserver_args=args) as c:
         c.audit_log = log  # type: ignore[attr-defined]
         print(f"\n[devcluster] operator cluster up in {c.started_in:.1f}s {c.timings}", file=sys.stderr)
         yield c
 
 
 @pytest.fixture(scope="module")
-def op_sched_cluster() -> Iterator[LocalCluster]:
-    """The JobSet controller with a real kube-scheduler (Workload API, gang scheduling) and kwok; each test
+def op_sched_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    """The module's operators with a real kube-scheduler (Workload API, gang scheduling) and kwok; each test
     adds its own nodes."""
-    with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=["jobset"], scheduler=True) as c:
+    operators = module_operators(request)
+    with LocalCluster(crds=[REPO / "deploy" / "crds"], operators=operators, scheduler=True) as c:
         print(f"\n[devcluster] operator+scheduler cluster up in {c.started_in:.1f}s {c.timings}", file=sys.stderr)
         yield c
 

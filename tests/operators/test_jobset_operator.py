@@ -25,10 +25,7 @@ from faults.conftest import Audit
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
-from grouper.core.config import GroupingConfig
-from grouper.core.plan import plan
-from grouper.karta import DefinitionRegistry
-from grouper.runtime.composition import build_grouper
+from operators.opkit import differences, grouper_writes, normalize, owner_refs, planned, uids
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "jobset-demo.yaml"
@@ -66,31 +63,13 @@ def live(kube: Kube, ns: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 # ---------------------------------------------------------------------- fixture truth
 
 
-def _normalize(value: Any, uids: dict[str, str]) -> Any:
-    """Replace every uid by the object it names, so fixture and live objects compare."""
-    if isinstance(value, dict):
-        return {k: _normalize(v, uids) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalize(v, uids) for v in value]
-    if isinstance(value, str):
-        return uids.get(value, value)
-    return value
-
-
-def _uids(objs: list[dict[str, Any]]) -> dict[str, str]:
-    return {o["metadata"]["uid"]: f"<uid of {o['kind']} {o['metadata']['name']}>" for o in objs}
-
-
-def _view(obj: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
+def _view(obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     """What the grouper (and the plan) reads of a Job or pod the operators create."""
     meta, spec = obj["metadata"], obj.get("spec") or {}
     view: dict[str, Any] = {
         "labels": meta.get("labels") or {},
         "annotations": meta.get("annotations") or {},
-        "ownerReferences": [
-            {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")}
-            for ref in meta.get("ownerReferences") or []
-        ],
+        "ownerReferences": owner_refs(meta),
     }
     if obj["kind"] == "Job":
         view["name"] = meta["name"]
@@ -109,27 +88,7 @@ def _view(obj: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
         for key in POD_SPEC_FIELDS:
             view[f"spec.{key}"] = spec.get(key)
         view["resources"] = [c.get("resources") for c in spec.get("containers") or []]
-    return _normalize(view, uids)
-
-
-def _differences(kind: str, want: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]]) -> list[str]:
-    out = []
-    for key in sorted(set(want) | set(got)):
-        if key not in got:
-            out.append(f"{kind} {key}: in the fixture, not created by the controllers")
-            continue
-        if key not in want:
-            out.append(f"{kind} {key}: created by the controllers, not in the fixture")
-            continue
-        w, g = want[key], got[key]
-        for field in sorted(set(w) | set(g)):
-            if isinstance(w.get(field), dict) and isinstance(g.get(field), dict):
-                for k in sorted(set(w[field]) | set(g[field])):
-                    if w[field].get(k) != g[field].get(k):
-                        out.append(f"{kind} {key} {field}[{k}]: fixture {w[field].get(k)!r}, real {g[field].get(k)!r}")
-            elif w.get(field) != g.get(field):
-                out.append(f"{kind} {key} {field}: fixture {w.get(field)!r}, real {g.get(field)!r}")
-    return out
+    return normalize(view, names)
 
 
 def test_demo_fixtures_are_what_the_real_controllers_create(op_cluster: LocalCluster, okube: Kube) -> None:
@@ -148,13 +107,13 @@ def test_demo_fixtures_are_what_the_real_controllers_create(op_cluster: LocalClu
             return (jobsets, jobs, pods) if len(jobs) == len(want_jobs) and len(pods) == len(want_pods) else None
 
         jobsets, jobs, pods = wait_until(created, timeout=90, interval=0.25, what="the Jobs and pods of JobSet demo")
-        fixture_uids, live_uids = _uids(fixture), _uids(jobsets + jobs + pods)
+        fixture_uids, live_uids = uids(fixture), uids(jobsets + jobs + pods)
 
-        def by_key(objs: list[dict[str, Any]], uids: dict[str, str]) -> dict[str, dict[str, Any]]:
-            return {(v := _view(o, uids))["name"]: v for o in objs}
+        def by_key(objs: list[dict[str, Any]], names: dict[str, str]) -> dict[str, dict[str, Any]]:
+            return {(v := _view(o, names))["name"]: v for o in objs}
 
-        problems = _differences("Job", by_key(want_jobs, fixture_uids), by_key(jobs, live_uids))
-        problems += _differences("Pod", by_key(want_pods, fixture_uids), by_key(pods, live_uids))
+        problems = differences("Job", by_key(want_jobs, fixture_uids), by_key(jobs, live_uids))
+        problems += differences("Pod", by_key(want_pods, fixture_uids), by_key(pods, live_uids))
         assert not problems, "the fixtures differ from what the real controllers create:\n" + "\n".join(problems)
     finally:
         okube.delete(f"{JOBSETS.format(ns=ns)}/demo", ignore_missing=True)
@@ -189,25 +148,6 @@ def test_the_harness_jobs_are_a_true_subset_of_the_real_controllers(op_cluster: 
 
 
 # ---------------------------------------------------------------------- the grouper over the real operator
-
-
-def planned(jobsets: list[dict[str, Any]], jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
-    """``grouper plan`` over the live objects, without the marks the grouper itself put on the pods."""
-    clean = []
-    for pod in copy.deepcopy(pods):
-        (pod["metadata"].get("annotations") or {}).pop(ANNOTATION, None)
-        (pod["metadata"].get("labels") or {}).pop(SUBGROUP, None)
-        clean.append(pod)
-    grouper = build_grouper(GroupingConfig(), DefinitionRegistry(REPO / "definitions"))
-    return plan([*jobsets, *jobs, *clean], grouper).to_json()
-
-
-def grouper_writes(audit: Audit, ns: str, since: int) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for ev in audit.writes(namespace=ns)[since:]:
-        resource = ev["objectRef"]["resource"]
-        counts[resource] = counts.get(resource, 0) + 1
-    return counts
 
 
 def test_grouper_follows_the_real_jobset_controller(

@@ -1,0 +1,88 @@
+"""What the operator tests share: ``grouper plan`` over live objects, the grouper's writes from the audit
+log, and the comparison of hand-written fixtures with the objects a real operator creates."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from controller.harness import ANNOTATION, SUBGROUP
+from faults.conftest import Audit
+
+from grouper.core.config import GroupingConfig
+from grouper.core.plan import plan
+from grouper.karta import DefinitionRegistry
+from grouper.runtime.composition import build_grouper
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def typed(items: list[dict[str, Any]], api_version: str, kind: str) -> list[dict[str, Any]]:
+    """List items carry no apiVersion/kind: give them theirs."""
+    return [{"apiVersion": api_version, "kind": kind, **o} for o in items]
+
+
+def planned(*objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``grouper plan`` over the live objects, without the marks the grouper itself put on the pods."""
+    clean = []
+    for obj in (o for group in objs for o in group):
+        if obj["kind"] == "Pod":
+            obj = copy.deepcopy(obj)
+            (obj["metadata"].get("annotations") or {}).pop(ANNOTATION, None)
+            (obj["metadata"].get("labels") or {}).pop(SUBGROUP, None)
+        clean.append(obj)
+    grouper = build_grouper(GroupingConfig(), DefinitionRegistry(REPO / "definitions"))
+    return plan(clean, grouper).to_json()
+
+
+def grouper_writes(audit: Audit, ns: str, since: int) -> dict[str, int]:
+    """The grouper's writes in ``ns`` after the first ``since``, by resource."""
+    counts: dict[str, int] = {}
+    for ev in audit.writes(namespace=ns)[since:]:
+        resource = ev["objectRef"]["resource"]
+        counts[resource] = counts.get(resource, 0) + 1
+    return counts
+
+
+def normalize(value: Any, names: dict[str, str]) -> Any:
+    """Replace every uid (or other generated string) by what it names, so fixture and live objects compare."""
+    if isinstance(value, dict):
+        return {k: normalize(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalize(v, names) for v in value]
+    if isinstance(value, str):
+        return names.get(value, value)
+    return value
+
+
+def uids(objs: list[dict[str, Any]]) -> dict[str, str]:
+    return {o["metadata"]["uid"]: f"<uid of {o['kind']} {o['metadata']['name']}>" for o in objs}
+
+
+def differences(kind: str, want: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]]) -> list[str]:
+    """Every field (and every key of a mapping field) where a fixture's view differs from the live one."""
+    out = []
+    for key in sorted(set(want) | set(got)):
+        if key not in got:
+            out.append(f"{kind} {key}: in the fixture, not created by the controllers")
+            continue
+        if key not in want:
+            out.append(f"{kind} {key}: created by the controllers, not in the fixture")
+            continue
+        w, g = want[key], got[key]
+        for field in sorted(set(w) | set(g)):
+            if isinstance(w.get(field), dict) and isinstance(g.get(field), dict):
+                for k in sorted(set(w[field]) | set(g[field])):
+                    if w[field].get(k) != g[field].get(k):
+                        out.append(f"{kind} {key} {field}[{k}]: fixture {w[field].get(k)!r}, real {g[field].get(k)!r}")
+            elif w.get(field) != g.get(field):
+                out.append(f"{kind} {key} {field}: fixture {w.get(field)!r}, real {g.get(field)!r}")
+    return out
+
+
+def owner_refs(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")}
+        for ref in meta.get("ownerReferences") or []
+    ]
