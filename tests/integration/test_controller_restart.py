@@ -126,7 +126,7 @@ def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCl
             qps=0,
             burst=1,
             metrics=metrics,
-            watch_list=False,  # paginated LISTs: tests/integration/test_streaming_lists.py has the other way
+            watch_list=False,  # paginated LISTs: tests/kube/test_streaming_lists.py has the other way
         )
         events: list[tuple[str, str]] = []
         seen = 0
