@@ -5,6 +5,7 @@ server serves streaming lists or not."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -43,7 +44,13 @@ async def test_health_follows_the_watch_and_an_outage_forces_a_relist(api: FakeA
         assert inf.healthy() and inf.health()[1] == "watching"
         assert api.lists == 1
 
+        before_down = time.monotonic()
         await api.down()
+        await until(lambda: "watch down" in inf.health()[1], 5)  # the informer saw its watch break
+        noticed = time.monotonic()
+        # the grace rule on an injected clock: healthy while the watch is down less than `grace`, not after
+        assert inf.healthy(now=before_down), "a watch down for less than the grace period is a re-open"
+        assert not inf.healthy(now=noticed + inf.grace), "unhealthy once the grace period has passed"
         await until(lambda: not inf.healthy(), 5)
         ok, why = inf.health()
         assert not ok and "watch down" in why
