@@ -22,7 +22,7 @@ help:
 	@echo "make operators - build the workload operators the tests and the demo run (JobSet) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
-	@echo "make unit     - every test that needs no cluster, no image and no long fuzz run (no build; docs/development.md)"
+	@echo "make unit     - every test that needs no cluster, no image and no long fuzz run (helm is built on first use; docs/development.md)"
 	@echo "make lint     - ruff + mypy"
 	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
 	@echo "make bench    - quick benchmarks: benchmarks/bench_*.py --quick + the cluster benchmark's quick profile"
