@@ -12,7 +12,7 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster operators test lint demo bench bench-full clean distclean image helm manifests tools
+.PHONY: help venv cluster operators test unit lint demo bench bench-full clean distclean image helm manifests tools
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
@@ -23,6 +23,7 @@ help:
 	@echo "make operators - build the workload operators the tests and the demo run (JobSet, KubeRay, LWS) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
+	@echo "make unit     - every test that needs no cluster, no image and no long fuzz run (helm is built on first use; docs/development.md)"
 	@echo "make lint     - ruff + mypy"
 	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
 	@echo "make bench    - quick benchmarks: benchmarks/bench_*.py --quick + the cluster benchmark's quick profile"
@@ -48,6 +49,11 @@ cluster:
 test: venv cluster operators image tools
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz
+
+# every test that starts no control plane (tests/conftest.py marks those `cluster` from the fixtures they use),
+# builds no image and is not the long fuzz run (tests/deploy renders the chart with helm, built on first use)
+unit: venv
+	$(VENV)/bin/pytest -q -m "not cluster and not image and not fuzz_long"
 
 lint: venv
 	$(VENV)/bin/ruff check grouper devtools tests benchmarks

@@ -3,7 +3,7 @@ latency with 100,000 cached pods and a 10,000-pod burst in progress?
 
 The REAL service (``grouper.runtime.Service``: informers, handlers, work queue, reconcile workers,
 leader election, API probe, HTTP server on one asyncio loop) runs in this process, in a thread of its
-own, against ``fake_apiserver.py`` in a separate process (its CPU is not the grouper's; what is measured
+own, against ``devtools/fakeapi.py`` in a separate process (its CPU is not the grouper's; what is measured
 is the grouper's event loop, not an API server). ``/healthz`` is probed from a third process every
 50 ms over a new connection (as the kubelet does). Lease renewals are timed inside the grouper (the
 elector's ``_try_acquire_or_renew``: GET + PUT) and as the fake server receives them; a monitor task
@@ -156,8 +156,8 @@ class Fake:
         port_file = workdir / "fake.port"
         self.log = open(workdir / "fake.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "benchmarks" / "fake_apiserver.py"), "--port-file", str(port_file)],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "devtools.fakeapi", "--port-file", str(port_file)],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO,
         )
         deadline = time.monotonic() + 30
         while not port_file.exists():

@@ -1,8 +1,13 @@
 """Shared fixtures: a real local control plane (``cluster``), an admin client (``kube``), a fresh ``namespace``.
 
-Tests that use ``cluster`` (directly or through ``kube`` / ``namespace``) are marked ``cluster``
-automatically; deselect them with ``-m 'not cluster'``. The binaries are built (or found up to date)
-once after collection, outside any test timeout.
+Every fixture that starts a control plane comes from one factory, ``clusters.cluster_fixture`` (shared
+by options within a session, or a module's own). A test that uses one, directly or through other
+fixtures, is marked ``cluster`` automatically (``gang`` / ``operators`` too when its cluster runs a
+scheduler or operators); ``make unit`` deselects them with ``-m 'not cluster'``. The binaries the selected
+tests need are built (or found up to date) once after collection, outside any test timeout.
+
+Test folders have no ``__init__.py`` where they mirror a package (tests/controller/, tests/kube/,
+tests/writer/): a directory without one never shadows tests/kube.py, so ``from kube import Kube`` stays.
 """
 
 from __future__ import annotations
@@ -13,38 +18,32 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster import LocalCluster, ensure_binaries
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so tests can `from kube import Kube`
 
+from clusters import cluster_fixture, specs_of
 from kube import Kube, fresh_namespace
 
-REPO = Path(__file__).resolve().parents[1]
-CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-CLUSTER_FIXTURES = {"cluster", "fault_cluster"}  # fixtures that start a control plane of their own
+from devtools.cluster import LocalCluster, build
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselection sees the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.cluster)
+        for mark in sorted({m for spec in specs_of(item) for m in spec.marks}):
+            item.add_marker(getattr(pytest.mark, mark))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # build once here (not inside the first test's timeout) if any selected test will need the cluster
+    # build once here (not inside the first test's timeout) what the selected tests' clusters run
     if session.config.option.collectonly:
         return
-    if any(CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
-        ensure_binaries()
+    specs = [spec for item in session.items for spec in specs_of(item)]
+    if specs:
+        operators = tuple(sorted({op for spec in specs for op in spec.operators}))
+        build.ensure_binaries(names=build.BINARIES + operators)
 
 
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[LocalCluster]:
-    """A running control plane with every CRD of deploy/crds and tests/crds Established."""
-    with LocalCluster(crds=CRD_DIRS) as c:
-        print(f"\n[devcluster] up in {c.started_in:.1f}s {c.timings} at {c.server}", file=sys.stderr)
-        yield c
+cluster = cluster_fixture("cluster")  # every CRD of deploy/crds and tests/crds Established
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -71,15 +71,24 @@ class ApiError(Exception):
 class RateLimiter:
     """Token bucket: ``burst`` tokens, refilled at ``qps`` per second; waiters are served in order."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """``clock`` and ``sleep``: injected by tests, so the bucket's arithmetic is checked without timing."""
         self.qps = float(qps)
         self.burst = max(1, int(burst))
+        self._clock, self._sleep = clock, sleep
         self._tokens = float(self.burst)
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = asyncio.Lock()
 
     def _refill(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
         self._stamp = now
 
@@ -89,7 +98,7 @@ class RateLimiter:
         async with self._lock:  # FIFO: one waiter sleeps at a time, the rest queue on the lock
             self._refill()
             if self._tokens < 1:
-                await asyncio.sleep((1 - self._tokens) / self.qps)
+                await self._sleep((1 - self._tokens) / self.qps)
                 self._refill()
             self._tokens -= 1
 

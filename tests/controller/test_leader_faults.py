@@ -8,8 +8,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from controller.fakeapi import FakeApi, until
 
+from devtools.fakeapi import FakeApi, until
 from grouper.controller.leader import LeaderElector
 from grouper.kube.transport import KubeClient
 

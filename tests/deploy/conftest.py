@@ -1,5 +1,5 @@
 """Builds what tests/deploy needs once, after collection and outside any test timeout: ``helm`` (from its Go
-module, cached in .cache/cluster/bin), the control plane, and, for the ``image`` tests, the OCI image
+module, cached in .cache/cluster/bin) and, for the ``image`` tests, the OCI image
 (podman; layers cached).
 
 A build failure is kept and reported by the tests that need it (fixtures ``helm_bin`` / ``image``); podman
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from devtools.cluster import BuildError, ensure_binaries
+from devtools.cluster import BuildError
 from devtools.image import DEFAULT_TAG, ImageError, build_image, ensure_local_base, podman_unavailable
 
 _state: dict[str, str] = {}
@@ -32,9 +32,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from devtools import chart
 
         try:
-            _state["helm"] = chart.helm()
-            if _selected(session, "cluster"):
-                ensure_binaries()  # tests/conftest.py does it only for the `cluster` fixture, not `bare`
+            _state["helm"] = chart.helm()  # the control plane: tests/conftest.py, for every cluster fixture
         except BuildError as e:
             _state["helm_error"] = str(e)
     if _selected(session, "image"):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from clusters import TEST_CRDS, cluster_fixture
 from controller.harness import annotated, job, pod_groups
 from deploy_support import credentials, deployment_args, running
 from kube import Kube, KubeError, wait_until
@@ -38,11 +39,8 @@ KARTA_VALUE = {
 BATCHLING_KIND = {"group": "example.com", "kind": "Batchling", "resource": "batchlings"}
 
 
-@pytest.fixture(scope="module")
-def bare() -> Iterator[LocalCluster]:
-    """A control plane with the test CRDs (JobSet, Batchling, ...) but not the chart's own."""
-    with LocalCluster(crds=(REPO / "tests" / "crds",)) as c:
-        yield c
+# a control plane with the test CRDs (JobSet, Batchling, ...) but not the chart's own
+bare = cluster_fixture("bare", shared=False, crds=TEST_CRDS)
 
 
 @pytest.fixture(scope="module")

@@ -3,40 +3,22 @@
 One control plane per session with the Workload API and gang scheduling turned on (``sched_cluster``),
 separate from the plain ``cluster`` fixture so the other tests keep their speed. Nodes accumulate over
 the session: each test adds its own nodes with a pool label (``pool`` fixture) that its pods select, so
-no test sees another's capacity. Every test using them is marked ``cluster`` and ``gang``.
+no test sees another's capacity. Every test using them is marked ``cluster`` and ``gang``
+(tests/conftest.py, from the cluster's options).
 """
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from clusters import cluster_fixture
+from kube import Kube, fresh_namespace
 
 from devtools.cluster import LocalCluster
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kube import Kube, fresh_namespace
-
-REPO = Path(__file__).resolve().parents[2]
-CRD_DIRS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if {"sched_cluster", "skube"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.gang)
-
-
-@pytest.fixture(scope="session")
-def sched_cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(crds=CRD_DIRS, scheduler=True) as c:
-        print(f"\n[devcluster] scheduler cluster up in {c.started_in:.1f}s {c.timings}", file=sys.stderr)
-        yield c
+sched_cluster = cluster_fixture("sched_cluster", scheduler=True)
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from clusters import cluster_fixture
 
 from devtools.cluster import LocalCluster
 
@@ -24,10 +24,8 @@ pytestmark = pytest.mark.cluster
 MIN_REQUEST_TIMEOUT = 3  # s: the server ends watches without timeoutSeconds after 3-6 s (default 30-60 min)
 
 
-@pytest.fixture(scope="module")
-def faulty() -> Iterator[LocalCluster]:
-    with LocalCluster(apiserver_args=[f"--min-request-timeout={MIN_REQUEST_TIMEOUT}"], quiet=True) as c:
-        yield c
+faulty = cluster_fixture("faulty", shared=False, crds=(), apiserver_args=[f"--min-request-timeout={MIN_REQUEST_TIMEOUT}"],
+                         quiet=True)
 
 
 def configmap(name: str) -> dict[str, Any]:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 import tracemalloc
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
-import pytest
+from clusters import cluster_fixture
 from controller.harness import (
     GrouperThread,
     annotated,
@@ -103,12 +102,10 @@ def test_after_a_restart_a_new_workload_goes_before_the_re_checks(cluster: Any, 
     assert writes == 1, "only the new pod is patched"
 
 
-@pytest.fixture(scope="module")
-def uncached_cluster() -> Iterator[LocalCluster]:
-    """A bare API server whose ConfigMaps bypass the watch cache, so expired resourceVersions and continue
-    tokens really answer 410 Gone after an etcd compaction (the shared cluster's watch cache serves them)."""
-    with LocalCluster(controller_manager=False, apiserver_args=("--watch-cache-sizes=configmaps#0",)) as c:
-        yield c
+# a bare API server whose ConfigMaps bypass the watch cache, so expired resourceVersions and continue tokens
+# really answer 410 Gone after an etcd compaction (the shared cluster's watch cache serves them)
+uncached_cluster = cluster_fixture("uncached_cluster", shared=False, crds=(), controller_manager=False,
+                                   apiserver_args=("--watch-cache-sizes=configmaps#0",))
 
 
 def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCluster) -> None:
@@ -126,7 +123,7 @@ def test_informer_paginates_and_relists_after_410_gone(uncached_cluster: LocalCl
             qps=0,
             burst=1,
             metrics=metrics,
-            watch_list=False,  # paginated LISTs: tests/integration/test_streaming_lists.py has the other way
+            watch_list=False,  # paginated LISTs: tests/kube/test_streaming_lists.py has the other way
         )
         events: list[tuple[str, str]] = []
         seen = 0

@@ -26,14 +26,16 @@ from typing import Any
 
 import yaml
 from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
-from faults.conftest import Audit
+from clusters import DEPLOY_CRDS, Audit, cluster_fixture
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
 from operators.opkit import differences, grouper_writes, owner_refs, planned, typed, uids
 
-OPERATORS = ["kuberay"]  # the operators op_cluster runs for this module (tests/operators/conftest.py)
+OPERATORS = ["kuberay"]
+# its own control plane with the kuberay operator (tests/clusters.py; the conftest's default runs JobSet)
+op_cluster = cluster_fixture("op_cluster", shared=False, audit=True, crds=DEPLOY_CRDS, operators=OPERATORS)
 REPO = Path(__file__).resolve().parents[2]
 RAY = "ray.io/v1"
 RAYCLUSTERS = "/apis/ray.io/v1/namespaces/{ns}/rayclusters"

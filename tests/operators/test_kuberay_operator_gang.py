@@ -12,11 +12,15 @@ import pytest
 from controller.harness import GrouperThread, label_namespace
 from gang.gangkit import GPU, POOL_LABEL, bound, pod_group_condition
 from gang.webhooks import grouper_with_webhook
+from clusters import DEPLOY_CRDS, cluster_fixture
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 
-OPERATORS = ["kuberay"]  # the operators op_sched_cluster runs for this module (tests/operators/conftest.py)
+OPERATORS = ["kuberay"]
+# its own control plane with the kuberay operator, kube-scheduler and kwok (tests/clusters.py)
+op_sched_cluster = cluster_fixture("op_sched_cluster", shared=False, crds=DEPLOY_CRDS, operators=OPERATORS,
+                                   scheduler=True)
 SCHED = "scheduling.k8s.io/v1beta1"
 
 

@@ -28,14 +28,16 @@ from typing import Any
 import pytest
 import yaml
 from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
-from faults.conftest import Audit
+from clusters import DEPLOY_CRDS, Audit, cluster_fixture
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
 from operators.opkit import differences, grouper_writes, normalize, owner_refs, planned, typed, uids
 
-OPERATORS = ["lws"]  # the operators op_cluster runs for this module (tests/operators/conftest.py)
+OPERATORS = ["lws"]
+# its own control plane with the lws operator (tests/clusters.py; the conftest's default runs JobSet)
+op_cluster = cluster_fixture("op_cluster", shared=False, audit=True, crds=DEPLOY_CRDS, operators=OPERATORS)
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "leaderworkerset.yaml"
 LWS_API = "leaderworkerset.x-k8s.io/v1"

@@ -13,11 +13,15 @@ import pytest
 from controller.harness import GrouperThread, label_namespace
 from gang.gangkit import GPU, POOL_LABEL, bound, pod_group_condition
 from gang.webhooks import grouper_with_webhook
+from clusters import DEPLOY_CRDS, cluster_fixture
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 
-OPERATORS = ["lws"]  # the operators op_sched_cluster runs for this module (tests/operators/conftest.py)
+OPERATORS = ["lws"]
+# its own control plane with the lws operator, kube-scheduler and kwok (tests/clusters.py)
+op_sched_cluster = cluster_fixture("op_sched_cluster", shared=False, crds=DEPLOY_CRDS, operators=OPERATORS,
+                                   scheduler=True)
 SCHED = "scheduling.k8s.io/v1beta1"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 

@@ -5,11 +5,12 @@ server serves streaming lists or not."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
-from controller.fakeapi import FakeApi, until
 
+from devtools.fakeapi import FakeApi, until
 from grouper.controller.supervisor import Supervisor
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import Informer
@@ -43,9 +44,14 @@ async def test_health_follows_the_watch_and_an_outage_forces_a_relist(api: FakeA
         assert inf.healthy() and inf.health()[1] == "watching"
         assert api.lists == 1
 
+        before_down = time.monotonic()
         await api.down()
-        took = await until(lambda: not inf.healthy(), 5)
-        assert took < 2.0, "unhealthy within the grace period of losing the API server"
+        await until(lambda: "watch down" in inf.health()[1], 5)  # the informer saw its watch break
+        noticed = time.monotonic()
+        # the grace rule on an injected clock: healthy while the watch is down less than `grace`, not after
+        assert inf.healthy(now=before_down), "a watch down for less than the grace period is a re-open"
+        assert not inf.healthy(now=noticed + inf.grace), "unhealthy once the grace period has passed"
+        await until(lambda: not inf.healthy(), 5)
         ok, why = inf.health()
         assert not ok and "watch down" in why
         assert inf.get("ns", "a") is not None, "the cache is kept through an outage"
@@ -68,9 +74,7 @@ async def test_a_watch_reopened_on_time_does_not_relist(api: FakeApi) -> None:
     try:
         assert await inf.wait_synced(5)
         await until(lambda: api.watch_opens == 1)
-        for q in api.watches:  # the server ends the watch (its timeout)
-            q.put_nowait(None)
-        api.watches.clear()
+        api.end_watches()  # the server ends the watch (its timeout)
         await until(lambda: api.watch_opens == 2)
         assert inf.healthy() and api.lists == 1
     finally:
@@ -204,14 +208,10 @@ async def test_a_relist_after_410_rebuilds_views_and_indexes_and_emits_only_the_
         assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a", "b"]
         events.clear()
         # changes the informer cannot see (no watch events), then the watch expires
-        api.rv += 1
-        api.pods["b"]["metadata"] = {**api.pods["b"]["metadata"], "labels": {"g": "2"}, "resourceVersion": str(api.rv)}
-        del api.pods["c"]
-        api.rv += 1
-        api.pods["d"] = {**api.pods["a"], "metadata": {**api.pods["a"]["metadata"], "name": "d", "uid": "uid-d",
-                                                       "labels": {"g": "2"}, "resourceVersion": str(api.rv)}}
-        for q in api.watches:
-            q.put_nowait(b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"old"}}\n')
+        api.put_pod("b", {"g": "2"}, event=None)
+        api.remove_pod("c")
+        api.put_pod("d", {"g": "2"}, event=None)
+        api.expire()
         await until(lambda: api.lists == 2 and len(events) == 3)
         assert sorted(events) == [("ADDED", "d"), ("DELETED", "c"), ("MODIFIED", "b")]
         assert [p["metadata"]["name"] for p in inf.by_index("g", "1")] == ["a"]

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from controller.fakeapi import FakeApi, until
 
+from devtools.fakeapi import FakeApi, until
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import ADDED, Informer
 from grouper.kube.transport import KubeClient
@@ -125,7 +125,7 @@ async def test_a_410_starts_the_next_streaming_list_from_no_resource_version(fak
     try:
         assert await inf.wait_synced(5)
         await until(lambda: fake.watch_opens == 1)
-        del fake.pods["a"]  # gone while the watch cannot deliver it
+        fake.remove_pod("a")  # gone while the watch cannot deliver it
         fake.add_pod("b")
         fake.expire()
         await until(lambda: fake.lists == 2 and inf.get("ns", "b") is not None and inf.get("ns", "a") is None)

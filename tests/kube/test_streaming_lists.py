@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from clusters import cluster_fixture
 from kube import Kube, compact_etcd
 
 from devtools.cluster import LocalCluster
@@ -59,13 +60,9 @@ async def eventually(cond: Callable[[], Any], timeout: float = 15.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-def cluster_with(*apiserver_args: str) -> Iterator[tuple[LocalCluster, Kube]]:
-    with LocalCluster(controller_manager=False, apiserver_args=apiserver_args, quiet=True) as c:
-        kube = Kube.from_cluster(c)
-        try:
-            yield c, kube
-        finally:
-            kube.close()
+def with_admin(cluster: LocalCluster) -> Iterator[tuple[LocalCluster, Kube]]:
+    with Kube.from_cluster(cluster) as kube:
+        yield cluster, kube
 
 
 def test_a_cache_is_filled_by_a_streaming_list_and_watched_on_the_same_stream(
@@ -98,11 +95,15 @@ def test_a_cache_is_filled_by_a_streaming_list_and_watched_on_the_same_stream(
     asyncio.run(scenario())
 
 
+# an API server with the WatchList feature off (the default of Kubernetes 1.33): it refuses streaming lists
+# with 422
+no_watch_list_server = cluster_fixture("no_watch_list_server", shared=False, crds=(), controller_manager=False,
+                                       apiserver_args=("--feature-gates=WatchList=false",), quiet=True)
+
+
 @pytest.fixture(scope="module")
-def no_watch_list_cluster() -> Iterator[tuple[LocalCluster, Kube]]:
-    """An API server with the WatchList feature off (the default of Kubernetes 1.33): it refuses streaming
-    lists with 422."""
-    yield from cluster_with("--feature-gates=WatchList=false")
+def no_watch_list_cluster(no_watch_list_server: LocalCluster) -> Iterator[tuple[LocalCluster, Kube]]:
+    yield from with_admin(no_watch_list_server)
 
 
 def test_a_server_that_refuses_streaming_lists_is_listed_page_by_page(
@@ -130,11 +131,15 @@ def test_a_server_that_refuses_streaming_lists_is_listed_page_by_page(
     asyncio.run(scenario())
 
 
+# an API server whose ConfigMaps bypass the watch cache: their streaming lists and watches are served by
+# etcd, and a resourceVersion older than etcd's compaction really answers 410 Gone
+uncached_server = cluster_fixture("uncached_server", shared=False, crds=(), controller_manager=False,
+                                  apiserver_args=("--watch-cache-sizes=configmaps#0",), quiet=True)
+
+
 @pytest.fixture(scope="module")
-def uncached_cluster() -> Iterator[tuple[LocalCluster, Kube]]:
-    """An API server whose ConfigMaps bypass the watch cache: their streaming lists and watches are served
-    by etcd, and a resourceVersion older than etcd's compaction really answers 410 Gone."""
-    yield from cluster_with("--watch-cache-sizes=configmaps#0")
+def uncached_cluster(uncached_server: LocalCluster) -> Iterator[tuple[LocalCluster, Kube]]:
+    yield from with_admin(uncached_server)
 
 
 def test_a_restarted_informer_lists_again_from_a_compacted_resource_version(

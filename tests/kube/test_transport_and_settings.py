@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -45,17 +44,38 @@ def test_object_path_quotes_names() -> None:
     assert object_path("run.ai", "v1alpha1", "kartas", None, "k") == "/apis/run.ai/v1alpha1/kartas/k"
 
 
+class FakeClock:
+    """An injected clock: ``sleep`` records the wait and moves the time on by it, at once."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
 async def test_token_bucket_allows_burst_then_qps() -> None:
-    rl = RateLimiter(qps=50, burst=5)
-    t0 = time.monotonic()
+    clock = FakeClock()
+    rl = RateLimiter(qps=50, burst=5, clock=clock, sleep=clock.sleep)
     for _ in range(5):
         await rl.acquire()
-    assert time.monotonic() - t0 < 0.05, "the burst is immediate"
-    t1 = time.monotonic()
+    assert clock.sleeps == [], "the burst is immediate"
     for _ in range(10):
         await rl.acquire()
-    elapsed = time.monotonic() - t1
-    assert 0.15 <= elapsed < 0.5, f"10 more requests at 50/s take ~0.2s, took {elapsed:.3f}s"
+    assert clock.sleeps == pytest.approx([0.02] * 10), "then one request per 1/qps"
+    clock.now += 0.05  # idle for 2.5 tokens' time: the next two go at once, the third waits half a token
+    for _ in range(3):
+        await rl.acquire()
+    assert clock.sleeps[10:] == pytest.approx([0.01])
+    clock.now += 3600  # a long idle time refills the bucket to its burst, no more
+    for _ in range(6):
+        await rl.acquire()
+    assert clock.sleeps[11:] == pytest.approx([0.02])
 
 
 async def test_token_bucket_serves_concurrent_waiters_fairly() -> None:
