@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
+from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster

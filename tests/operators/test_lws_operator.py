@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 import yaml
-from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
+from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster

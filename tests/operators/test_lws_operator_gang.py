@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from clusters import DEPLOY_CRDS, cluster_fixture
 from controller.harness import GrouperThread, label_namespace
 from gang.gangkit import GPU, POOL_LABEL, bound, pod_group_condition
 from gang.webhooks import grouper_with_webhook
-from clusters import DEPLOY_CRDS, cluster_fixture
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
