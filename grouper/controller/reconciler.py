@@ -241,18 +241,19 @@ class Reconciler:
         assert pods_inf is not None
         live: list[Obj] = []
         terminal: set[str] = set()
-        for key in self.index.pods_of(wl):
+        allowed = self.cache.namespace_allowed
+        for key in sorted(self.index.pods_of(wl)):  # (namespace, name): the pods' name order
             pod = pods_inf.get(*key)
             if pod is None:
                 self.index.remove_pod(key)
                 self.store.forget_pod(*key)
             elif is_terminal(pod):
                 terminal.add(key[1])
-            elif self.cache.namespace_allowed(key[0]):
+            elif allowed(key[0]):
                 live.append(pod)
         if not live and not terminal:
             return None
-        return sorted(live, key=o.name), terminal
+        return live, terminal
 
     async def plan(self, wl: WorkloadKey, pods: list[Obj]) -> WorkloadPlan | Result:
         """The workload's plan on the one planning path: the pods without a usable kept decision are
@@ -285,7 +286,8 @@ class Reconciler:
         else:  # the kept decisions' dependencies stand (a change of any of them dropped them)
             self.index.add_dependencies(wl, deps)
         keep = wl.kind != "Pod" and not lookups.listed_pods  # see workload_plan: what may be kept
-        plan = assemble(wl.namespace, [p for p in pods if o.name(p) not in moved], held, mine, keep_decisions=keep)
+        plan = assemble(wl.namespace, [p for p in pods if o.name(p) not in moved] if moved else pods, held, mine,
+                        keep_decisions=keep)
         self.plans.put(wl, plan.kept)
         if not plan.pods:
             return Result(plugin=plan.plugin)

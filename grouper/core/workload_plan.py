@@ -92,9 +92,12 @@ Previous = Mapping[str, Kept]  # pod name -> its kept decision
 def reusable(kept: Kept | None, pod: Obj) -> Kept | None:
     """``kept`` when it is this pod's decision still (same uid; same version, or only our marks changed:
     then with the pod's new version), else None."""
-    if kept is None or kept.uid != o.uid(pod):
+    if kept is None:
         return None
-    version = _version(pod)
+    meta = o.meta(pod)
+    if kept.uid != meta.get("uid"):
+        return None
+    version = str(meta.get("resourceVersion") or "")
     if kept.version == version and version:
         return kept
     if kept.signature == decision_signature(pod):
@@ -169,14 +172,18 @@ class WorkloadPlan:
 
 def to_decide(pods: Iterable[Obj], previous: Previous | None) -> tuple[list[Obj], dict[str, Kept]]:
     """Split ``pods`` into those that need a decision and the kept decisions that still hold (by name)."""
+    if not previous:
+        return list(pods), {}
     fresh: list[Obj] = []
     held: dict[str, Kept] = {}
+    get = previous.get
     for pod in pods:
-        k = reusable(previous.get(o.name(pod)), pod) if previous else None
+        name = o.name(pod)
+        k = reusable(get(name), pod)
         if k is None:
             fresh.append(pod)
         else:
-            held[o.name(pod)] = k
+            held[name] = k
     return fresh, held
 
 
@@ -188,38 +195,43 @@ def assemble(
     *,
     keep_decisions: bool = True,
 ) -> WorkloadPlan:
-    """Merge the kept decisions ``held`` and the fresh ones ``decided`` of ``pods`` into the plan.
-    ``keep_decisions``: False when a decision read other pods (nothing of this plan may be kept)."""
+    """Merge the kept decisions ``held`` and the fresh ones ``decided`` of ``pods`` (in name order: every
+    pod is in one of the two) into the plan. ``keep_decisions``: False when a decision read other pods
+    (nothing of this plan may be kept)."""
     by_name = {o.name(p): p for p in pods}
-    views = {k.view.name: k.view for k in held.values() if k.view is not None}
     kept: dict[str, Kept] = dict(held)
     failed: set[str] = set()
-    for pod, d in decided:
-        k = keep(pod, d, views)
-        if k is None:
-            failed.add(o.name(pod))
-            kept.pop(o.name(pod), None)
-        else:
-            kept[o.name(pod)] = k
-    names = sorted(n for n in by_name if n in kept or n in failed)
+    fresh_by_name: dict[str, Decision] = {}
+    if decided:
+        views = {k.view.name: k.view for k in held.values() if k.view is not None}
+        for pod, d in decided:
+            name = o.name(pod)
+            fresh_by_name[name] = d
+            k = keep(pod, d, views)
+            if k is None:
+                failed.add(name)
+                kept.pop(name, None)
+            else:
+                kept[name] = k
+    # in name order: the order of ``pods``, kept and fresh entries interleaved as they come
+    entries = [(n, kept[n]) for n in by_name if n in kept]
     plugin, workload_ref = "none", None
-    fresh_by_name = {o.name(p): d for p, d in decided}
-    for n in names:  # the first pod (by name) that names them, kept or fresh
+    for n in by_name:  # the first pod (by name) that names them, kept or fresh
         k = kept.get(n)
-        p_ = k.plugin if k is not None else fresh_by_name[n].plugin
+        p_ = k.plugin if k is not None else fresh_by_name[n].plugin if n in fresh_by_name else None
         if p_:
             plugin = p_
             break
-    for n in names:
+    for n in by_name:
         k = kept.get(n)
-        ref = k.top_owner if k is not None else fresh_by_name[n].top_owner
+        ref = k.top_owner if k is not None else fresh_by_name[n].top_owner if n in fresh_by_name else None
         if ref is not None:
             workload_ref = ref
             break
-    groups, placement = merge(namespace, ((n, kept[n]) for n in names if n in kept))
-    plan = WorkloadPlan(
+    groups, placement = merge(namespace, entries)
+    return WorkloadPlan(
         namespace,
-        {n: by_name[n] for n in names},
+        {n: p for n, p in by_name.items() if n in kept or n in failed},
         kept if keep_decisions else {},
         decided,
         groups,
@@ -228,12 +240,11 @@ def assemble(
         plugin,
         workload_ref,
     )
-    return plan
 
 
 def merge(namespace: str, entries: Iterable[tuple[str, Kept]]) -> tuple[list[PlannedGroup], dict[str, tuple[str, str | None]]]:
-    """The PodGroups of the grouped entries (pod name, kept decision), in name order, and each grouped
-    pod's place. The newest pod's view of a PodGroup wins (creation time, then name)."""
+    """The PodGroups of the grouped entries (pod name, kept decision; in name order), in name order, and
+    each grouped pod's place. The newest pod's view of a PodGroup wins (creation time, then name)."""
     by_group: dict[str, list[tuple[str, Kept]]] = {}
     placement: dict[str, tuple[str, str | None]] = {}
     for name, k in entries:
@@ -242,21 +253,26 @@ def merge(namespace: str, entries: Iterable[tuple[str, Kept]]) -> tuple[list[Pla
             placement[name] = (k.view.name, k.sub_group)
     groups: list[PlannedGroup] = []
     for pg in sorted(by_group):
-        members = sorted(by_group[pg], key=lambda e: (e[1].created, e[0]))
-        newest_name, newest = members[-1]
+        members = by_group[pg]  # in name order
+        newest_name, newest = max(members, key=_merge_order)
         assert newest.view is not None
         md = newest.view.copy_without_pods()
         notes: list[str] = []
-        if any(k.view is not newest.view and not k.view.same_spec(newest.view) for _, k in members if k.view):
+        view = newest.view
+        if any(k.view is not view and k.view is not None and not k.view.same_spec(view) for _, k in members):
             notes.append(f"pods disagree on the spec; used the view of the newest pod {namespace}/{newest_name}")
-        by_sg = {sg.name: sg for sg in md.sub_groups}
-        for name, k in members:
-            if k.sub_group and k.sub_group in by_sg:
-                by_sg[k.sub_group].pods.append(name)
-        for sg in md.sub_groups:
-            sg.pods.sort()
-        groups.append(PlannedGroup(md, sorted(n for n, _ in members), notes, newest_name))
+        by_sg = {sg.name: sg.pods for sg in md.sub_groups}
+        for name, k in members:  # appended in name order: each sub-group's list is sorted
+            if k.sub_group:
+                pods = by_sg.get(k.sub_group)
+                if pods is not None:
+                    pods.append(name)
+        groups.append(PlannedGroup(md, [n for n, _ in members], notes, newest_name))
     return groups, placement
+
+
+def _merge_order(entry: tuple[str, Kept]) -> tuple[str, str]:
+    return entry[1].created, entry[0]
 
 
 def merge_decisions(decisions: Iterable[Decision], created: Mapping[str, str] | None = None) -> list[PlannedGroup]:
@@ -278,7 +294,7 @@ def merge_decisions(decisions: Iterable[Decision], created: Mapping[str, str] | 
         by_ns.setdefault(d.pod_namespace, []).append((d.pod_name, k))
     out: list[PlannedGroup] = []
     for ns in sorted(by_ns):
-        out.extend(merge(ns, by_ns[ns])[0])
+        out.extend(merge(ns, sorted(by_ns[ns], key=lambda e: e[0]))[0])
     return out
 
 
