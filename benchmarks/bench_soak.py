@@ -387,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live", type=int, default=5000, help="pods alive at a time, about (default 5000)")
     ap.add_argument("--sample-every", type=float, default=60.0, help="seconds between RSS samples (default 60)")
     ap.add_argument("--warmup", type=float, help="seconds before the RSS slope counts (default: a third of the "
-                    "duration, at most 10 min)")
+                    "duration, at most 15 min: the grouper's bounded tables, e.g. its 65,536-string interner, "
+                    "fill with new names for the first minutes of churn)")
     ap.add_argument("--quick", action="store_true", help="~3 min: 180 s, 2,000 live pods, a sample every 10 s")
     ap.add_argument("--label", default="")
     ap.add_argument("--grouper-python", metavar="PATH", help="Python of another checkout to run its grouper")
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate <= 0 or args.live < PODS_PER_WORKLOAD or args.duration <= 0:
         ap.error("--rate and --duration must be positive, --live at least one workload (5 pods)")
     if args.warmup is None:
-        args.warmup = min(args.duration / 3, 600.0)
+        args.warmup = min(args.duration / 3, 900.0)
     # what cluster_bench.Bench reads from its arguments
     python = args.grouper_python or str(REPO / ".venv" / "bin" / "python")
     args.command = [python if Path(python).exists() else sys.executable, "-m", "grouper.cli.main"]
