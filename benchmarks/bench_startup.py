@@ -5,7 +5,14 @@ Each run starts a fresh ``grouper run --kubeconfig`` (a ServiceAccount token of 
 cluster's CA as ``certificate-authority-data``; no leader election, ``--http-auth none``) as a separate
 process and polls its log file and ``/readyz`` every 5 ms until it answers 200, notes the CPU time the
 process (and its jq sandbox) used until then (less sensitive to a busy box than wall time), then stops it
-(SIGTERM).
+(SIGTERM). The run whose ready time is the median prints its *timeline*: each log line's offset from the
+process start (the JSON log's millisecond timestamps), then the first 200.
+
+Bytecode as in the image (its build runs ``compileall``): the children get a fresh ``PYTHONPYCACHEPREFIX``
+(and not ``PYTHONDONTWRITEBYTECODE``), filled by a first import before anything is measured, so no run
+compiles the checkout's sources (~0.3 s with ``PYTHONDONTWRITEBYTECODE=1`` and an editable install).
+``--alt-pythonpath OLD``: a paired A/B in one run and one cluster, alternating a run of this checkout with a
+run of OLD (``git archive <commit> grouper | tar -x -C OLD``), import figures and start-ups alike.
 The import figures come from ``python -X importtime -c IMPORT`` (IMPORT: what ``grouper run`` imports before
 its event loop starts: the CLI with every command, the service, uvloop), the time each top-level package's
 modules took (self time summed), and the wall time of that same import, over the same runs.
@@ -14,6 +21,7 @@ modules took (self time summed), and the wall time of that same import, over the
     .venv/bin/python benchmarks/bench_startup.py --quick         # 3 runs
     .venv/bin/python benchmarks/bench_startup.py --no-cluster    # the import figures only
     .venv/bin/python benchmarks/bench_startup.py --pythonpath /tmp/old-checkout --label before --out /tmp/b.json
+    .venv/bin/python benchmarks/bench_startup.py --alt-pythonpath /tmp/old-checkout --runs 6   # paired A/B
 
 ``--pythonpath``: put another checkout first on the grouper's ``sys.path`` (an A/B of two versions of the code
 with this venv's packages). Results go to benchmarks/results/startup.json (``--out`` elsewhere).
@@ -49,7 +57,9 @@ CRDS = (REPO / "deploy" / "crds", REPO / "tests" / "crds")
 SA_NAMESPACE, SA_NAME = "kai-system", "kai-pod-grouper"
 # what `grouper run` imports before its event loop starts: the CLI with every command (build_parser), the
 # service and the event loop
-IMPORT = "import grouper.cli.main as m; m.build_parser(); import grouper.runtime.service, uvloop"
+# (only the `run` command's module where build_parser takes the command line)
+IMPORT = ("import grouper.cli.main as m; m.build_parser(['run']) if m.build_parser.__code__.co_argcount "
+          "else m.build_parser(); import grouper.runtime.service, uvloop")
 
 
 def spread(samples: list[float]) -> dict[str, Any]:
@@ -58,8 +68,10 @@ def spread(samples: list[float]) -> dict[str, Any]:
             "runs": [round(x, 3) for x in samples]}
 
 
-def child_env(pythonpath: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPER_") and k != "KUBECONFIG"}
+def child_env(pythonpath: str | None, pycache: Path) -> dict[str, str]:
+    drop = ("KUBECONFIG", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPER_") and k not in drop}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return env
@@ -77,62 +89,77 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def import_times(env: dict[str, str], runs: int) -> dict[str, Any]:
-    """Wall time of the import (``runs`` times) and, from the last ``-X importtime``, self time per
-    top-level package, largest first."""
-    walls: list[float] = []
-    cpus: list[float] = []
-    for _ in range(runs):
-        t0, c0 = time.monotonic(), children_cpu()
-        subprocess.run([sys.executable, "-c", IMPORT], env=env, check=True, cwd=tempfile.gettempdir())
-        walls.append(time.monotonic() - t0)
-        cpus.append(children_cpu() - c0)
-    per_run: list[dict[str, float]] = []
-    for _ in range(runs):
-        err = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT], env=env, check=True,
-                             capture_output=True, text=True, cwd=tempfile.gettempdir()).stderr
-        by_package: dict[str, float] = collections.defaultdict(float)
-        for line in err.splitlines():
-            if not line.startswith("import time:") or "self [us]" in line:
-                continue
-            self_us, _cumulative, name = (part.strip() for part in line[len("import time:"):].split("|", 2))
-            by_package[name.split(".", 1)[0]] += int(self_us) / 1e6
-        per_run.append(by_package)
+def import_sample(env: dict[str, str]) -> dict[str, Any]:
+    """One import's wall and CPU time, and one ``-X importtime``'s self time per top-level package."""
+    t0, c0 = time.monotonic(), children_cpu()
+    subprocess.run([sys.executable, "-c", IMPORT], env=env, check=True, cwd=tempfile.gettempdir())
+    wall, cpu = time.monotonic() - t0, children_cpu() - c0
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT], env=env, check=True,
+                         capture_output=True, text=True, cwd=tempfile.gettempdir()).stderr
+    by_package: dict[str, float] = collections.defaultdict(float)
+    for line in err.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _cumulative, name = (part.strip() for part in line[len("import time:"):].split("|", 2))
+        by_package[name.split(".", 1)[0]] += int(self_us) / 1e6
+    return {"wall": wall, "cpu": cpu, "by_package": by_package}
+
+
+def import_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wall and CPU time of the import and the median self time per top-level package, largest first."""
+    per_run = [s["by_package"] for s in samples]
     packages = {p for run in per_run for p in run}
     medians = {p: statistics.median(run.get(p, 0.0) for run in per_run) for p in packages}
     top = sorted(medians.items(), key=lambda kv: -kv[1])[:15]
     return {
-        "import_wall": spread(walls),
-        "import_cpu": spread(cpus),
+        "import_wall": spread([s["wall"] for s in samples]),
+        "import_cpu": spread([s["cpu"] for s in samples]),
         "importtime_total_s": round(statistics.median(sum(run.values()) for run in per_run), 3),
         "importtime_top_packages_s": {p: round(s, 3) for p, s in top},
         "kubernetes_imported": any("kubernetes" in run for run in per_run),
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU time of ``pid`` and its children (the jq sandbox): less sensitive than wall time to
-    what else the box runs."""
-    ticks = 0
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """user + system CPU time of ``pid`` alone and with its children (the jq sandbox): less sensitive than wall
+    time to what else the box runs. The process's own is about its wall time on an idle box with a core to
+    spare for the sandbox (the registry is then ready before the service waits for it)."""
+    own = children = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if stat.parent.name == str(pid):
-            ticks += sum(int(f) for f in fields[11:15])
+            own = int(fields[11]) + int(fields[12])
+            children += int(fields[13]) + int(fields[14])
         elif fields[1] == str(pid):
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+            children += int(fields[11]) + int(fields[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return own / tick, (own + children) / tick
 
 
-def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], work: Path, i: int) -> dict[str, float]:
+def timeline(log: Path, t0_wall: float, ready: float) -> list[tuple[float, str]]:
+    """(seconds after the process start, what) for each JSON log line up to the first ``/readyz`` 200."""
+    events: list[tuple[float, str]] = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            doc = json.loads(line)
+            at = datetime.strptime(doc["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp() - t0_wall
+        except (ValueError, KeyError, TypeError):
+            continue
+        if at <= ready + 0.001:
+            events.append((round(at, 3), f"{doc.get('logger', '')}: {str(doc.get('msg', ''))[:90]}"))
+    return [*events, (round(ready, 3), "/readyz 200")]
+
+
+def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], work: Path, i: str) -> dict[str, Any]:
     port = free_port()
     log = work / f"grouper-{i}.log"
     argv = [sys.executable, "-m", "grouper.cli.main", "run", "--kubeconfig", str(kubeconfig),
             "--http-bind-address", f"127.0.0.1:{port}", "--http-auth", "none"]
     with open(log, "wb") as out, httpx.Client(timeout=2) as http:
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         proc = subprocess.Popen(argv, env={**env, "GROUPER_LOG_FORMAT": "json"}, stdout=out,
                                 stderr=subprocess.STDOUT, cwd=work)
         first_log: float | None = None
@@ -148,7 +175,7 @@ def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], wor
                 try:
                     if http.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
                         ready = time.monotonic() - t0
-                        cpu = cpu_seconds(proc.pid)
+                        cpu_own, cpu = cpu_seconds(proc.pid)
                         break
                 except httpx.HTTPError:
                     pass
@@ -156,7 +183,37 @@ def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], wor
         finally:
             proc.terminate()
             proc.wait(30)
-    return {"first_log_s": first_log if first_log is not None else ready, "ready_s": ready, "cpu_s": cpu}
+    return {"first_log_s": first_log if first_log is not None else ready, "ready_s": ready, "cpu_s": cpu,
+            "cpu_own_s": cpu_own,
+            "timeline": timeline(log, t0_wall, ready)}
+
+
+def summarize(result: dict[str, Any], samples: list[dict[str, Any]]) -> None:
+    result["first_log"] = spread([s["first_log_s"] for s in samples])
+    result["ready"] = spread([s["ready_s"] for s in samples])
+    result["cpu_until_ready"] = spread([s["cpu_s"] for s in samples])
+    result["cpu_own_until_ready"] = spread([s["cpu_own_s"] for s in samples])
+    median_run = sorted(samples, key=lambda s: s["ready_s"])[(len(samples) - 1) // 2]
+    result["timeline_of_median_run"] = median_run["timeline"]
+
+
+def report(result: dict[str, Any], name: str) -> None:
+    print(f"{name}: imports of grouper run: median {result['import_wall']['median_s']} s "
+          f"({result['import_wall']['min_s']}-{result['import_wall']['max_s']}), CPU "
+          f"{result['import_cpu']['median_s']} s ({result['import_cpu']['min_s']}-{result['import_cpu']['max_s']}); "
+          "importtime self times:")
+    for package, seconds in list(result["importtime_top_packages_s"].items())[:8]:
+        print(f"  {package:24} {seconds * 1000:7.0f} ms")
+    if "ready" not in result:
+        return
+    for key, what in (("first_log", "process start -> first log line"), ("ready", "process start -> /readyz 200"),
+                      ("cpu_until_ready", "CPU s until /readyz 200 (+ sandbox)"),
+                      ("cpu_own_until_ready", "CPU s until /readyz 200 (process)")):
+        r = result[key]
+        print(f"{name}: {what + ':':32} median {r['median_s']} s ({r['min_s']}-{r['max_s']})")
+    print(f"{name}: timeline of the median run (seconds after the process start):")
+    for at, what in result["timeline_of_median_run"]:
+        print(f"  {at:6.3f}  {what}")
 
 
 def main() -> int:
@@ -165,42 +222,63 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="3 runs")
     ap.add_argument("--no-cluster", action="store_true", help="only the import figures")
     ap.add_argument("--pythonpath", help="a checkout to run instead of this venv's grouper (first on sys.path)")
+    ap.add_argument("--alt-pythonpath", help="a second checkout, run alternately with the first (paired A/B)")
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "startup.json")
     args = ap.parse_args()
     runs = 3 if args.quick else args.runs
-    env = child_env(args.pythonpath)
-    result: dict[str, Any] = {
-        "benchmark": "grouper run start-up", "label": args.label,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "grouper_checkout": which_grouper(env),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_start": os.getloadavg()[0]},
-        "runs": runs,
-    }
-    print(f"grouper from {result['grouper_checkout']}, load {result['machine']['load_start']:.1f}")
-    result.update(import_times(env, runs))
-    print(f"imports of grouper run: median {result['import_wall']['median_s']} s "
-          f"({result['import_wall']['min_s']}-{result['import_wall']['max_s']}), CPU "
-          f"{result['import_cpu']['median_s']} s ({result['import_cpu']['min_s']}-{result['import_cpu']['max_s']}); "
-          "importtime self times:")
-    for package, seconds in result["importtime_top_packages_s"].items():
-        print(f"  {package:24} {seconds * 1000:7.0f} ms")
-    if not args.no_cluster:
-        with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp, \
-                LocalCluster(crds=CRDS, controller_manager=False, quiet=True) as cluster:
-            work = Path(tmp)
-            create_manifest(cluster, REPO / "deploy" / "rbac.yaml")
-            token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=3600)
-            kubeconfig = cluster.write_kubeconfig(work / "kubeconfig", token=token, user=SA_NAME)
-            samples = [start_once(cluster, kubeconfig, env, work, i) for i in range(runs)]
-        result["first_log"] = spread([s["first_log_s"] for s in samples])
-        result["ready"] = spread([s["ready_s"] for s in samples])
-        result["cpu_until_ready"] = spread([s["cpu_s"] for s in samples])
-        print(f"process start -> first log line: median {result['first_log']['median_s']} s "
-              f"({result['first_log']['min_s']}-{result['first_log']['max_s']})")
-        print(f"process start -> /readyz 200:    median {result['ready']['median_s']} s "
-              f"({result['ready']['min_s']}-{result['ready']['max_s']})")
-        print(f"CPU seconds until /readyz 200:   median {result['cpu_until_ready']['median_s']} s "
-              f"({result['cpu_until_ready']['min_s']}-{result['cpu_until_ready']['max_s']})")
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        work = Path(tmp)
+        sides = {"this": child_env(args.pythonpath, work / "pyc-this")}
+        if args.alt_pythonpath:
+            sides["alt"] = child_env(args.alt_pythonpath, work / "pyc-alt")
+        result: dict[str, Any] = {
+            "benchmark": "grouper run start-up", "label": args.label,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_start": os.getloadavg()[0]},
+            "runs": runs,
+        }
+        per_side: dict[str, dict[str, Any]] = {}
+        for name, env in sides.items():
+            per_side[name] = {"grouper_checkout": which_grouper(env)}
+            print(f"{name}: grouper from {per_side[name]['grouper_checkout']}")
+            subprocess.run([sys.executable, "-c", IMPORT], env=env, check=True, cwd=tempfile.gettempdir())  # pyc
+        print(f"load {result['machine']['load_start']:.1f}")
+        imports: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+        for _ in range(runs):  # alternate the sides, so a drift of the box's speed hits both alike
+            for name, env in sides.items():
+                imports[name].append(import_sample(env))
+        for name in sides:
+            per_side[name].update(import_summary(imports[name]))
+        if not args.no_cluster:
+            with LocalCluster(crds=CRDS, controller_manager=False, quiet=True) as cluster:
+                create_manifest(cluster, REPO / "deploy" / "rbac.yaml")
+                token = cluster.create_token(SA_NAMESPACE, SA_NAME, expiration_seconds=3600)
+                kubeconfig = cluster.write_kubeconfig(work / "kubeconfig", token=token, user=SA_NAME)
+                samples: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+                for i in range(runs):
+                    for name, env in sides.items():
+                        samples[name].append(start_once(cluster, kubeconfig, env, work, f"{name}-{i}"))
+            for name in sides:
+                summarize(per_side[name], samples[name])
+            if "alt" in sides:
+                result["ready_ratio_this_to_alt_per_pair"] = [
+                    round(a["ready_s"] / b["ready_s"], 3) for a, b in zip(samples["this"], samples["alt"], strict=True)]
+                result["cpu_ratio_this_to_alt_per_pair"] = [
+                    round(a["cpu_s"] / b["cpu_s"], 3) for a, b in zip(samples["this"], samples["alt"], strict=True)]
+                result["cpu_own_ratio_this_to_alt_per_pair"] = [
+                    round(a["cpu_own_s"] / b["cpu_own_s"], 3)
+                    for a, b in zip(samples["this"], samples["alt"], strict=True)]
+    result.update(per_side["this"])
+    if "alt" in per_side:
+        result["alt"] = per_side["alt"]
+    for name in sides:
+        report(per_side[name], name)
+    for key in ("ready_ratio_this_to_alt_per_pair", "cpu_ratio_this_to_alt_per_pair",
+                "cpu_own_ratio_this_to_alt_per_pair"):
+        if key in result:
+            print(f"{key}: {result[key]} (median {statistics.median(result[key]):.3f})")
     result["machine"]["load_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -13,7 +13,9 @@ from grouper import __version__
 from grouper.cli import commands
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or, when ``argv`` names a command (``run ...``), with that one only: a
+    command's module imports what it needs, and ``grouper run`` starts faster without the others' imports."""
     parser = argparse.ArgumentParser(
         prog="grouper",
         description="Gang-scheduling pod grouper: turns workloads into KAI Scheduler PodGroups.",
@@ -26,14 +28,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"grouper {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(subparsers)
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    first = next((a for a in argv or () if not a.startswith("-")), None)
+    if first in names:
+        importlib.import_module(f"{commands.__name__}.{first}").register(subparsers)
+        if first in subparsers.choices:
+            return parser
+        return build_parser()  # the module registers another name: every command, as without argv
+    for name in names:
+        importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

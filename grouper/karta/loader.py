@@ -419,7 +419,29 @@ def from_object(obj: dict[str, Any], origin: str) -> KartaDefinition:
     )
 
 
-def _documents(path: Path) -> list[Any]:
+# libyaml's parser (PyYAML's C extension), when built: ~10x faster than the pure-Python one. Only for catalog
+# directories (``load_dir``: the shipped catalog, ``--definitions``), parsed at every start; what a user hands in
+# (``load_file``, ``load_text``) keeps the pure-Python parser.
+_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+def _fast_yaml(text: str) -> list[Any]:
+    """``yaml.safe_load_all`` (same constructor and resolver, so the same values) through libyaml, falling back
+    to the pure-Python parser for anything libyaml rejects or that nests deeper than ``MAX_NESTING``, so errors
+    and the deep-nesting limit read exactly as without it."""
+    if _CSafeLoader is not None:
+        try:
+            docs = list(yaml.load_all(text, Loader=_CSafeLoader))
+            for doc in docs:
+                measure(doc, max_depth=MAX_NESTING)
+        except (yaml.YAMLError, ShapeError, RecursionError):
+            pass
+        else:
+            return docs
+    return list(yaml.safe_load_all(text))
+
+
+def _documents(path: Path, *, fast: bool = False) -> list[Any]:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise KartaLoadError(f"file is {size} bytes, more than the limit of {MAX_FILE_BYTES}", file=str(path))
@@ -430,16 +452,17 @@ def _documents(path: Path) -> list[Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise KartaLoadError(f"not UTF-8 text: {e}", file=str(path)) from None
-    return parse_documents(text, str(path), json_only=path.suffix == ".json")
+    return parse_documents(text, str(path), json_only=path.suffix == ".json", fast=fast)
 
 
-def parse_documents(text: str, source: str, *, json_only: bool = False) -> list[Any]:
-    """YAML (or JSON) documents of ``text``; deep nesting and bad syntax are ``KartaLoadError``s."""
+def parse_documents(text: str, source: str, *, json_only: bool = False, fast: bool = False) -> list[Any]:
+    """YAML (or JSON) documents of ``text``; deep nesting and bad syntax are ``KartaLoadError``s.
+    ``fast``: parse YAML with libyaml when it can (``_fast_yaml``)."""
     try:
         if json_only:
             data = json.loads(text)
             return data if isinstance(data, list) else [data]
-        return list(yaml.safe_load_all(text))
+        return _fast_yaml(text) if fast else list(yaml.safe_load_all(text))
     except json.JSONDecodeError as e:
         raise KartaLoadError(f"invalid JSON: {e}", file=source) from None
     except yaml.YAMLError as e:
@@ -477,13 +500,14 @@ def _definitions(docs: list[Any], source: str, base: str) -> list[KartaDefinitio
     return out
 
 
-def load_file(path: str | Path, *, origin: str | None = None) -> list[KartaDefinition]:
+def load_file(path: str | Path, *, origin: str | None = None, fast: bool = False) -> list[KartaDefinition]:
     """All definitions in one YAML/JSON file (multi-document; ``*List`` objects are expanded).
 
-    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended.
+    ``origin`` defaults to ``file:<path>``; the n-th document (n > 0) gets ``#n`` appended. ``fast``: see
+    ``parse_documents``.
     """
     p = Path(path)
-    return _definitions(_documents(p), str(p), origin or f"file:{p}")
+    return _definitions(_documents(p, fast=fast), str(p), origin or f"file:{p}")
 
 
 def load_dir(
@@ -492,7 +516,8 @@ def load_dir(
     """Every ``*.yaml``/``*.yml``/``*.json`` directly in ``path`` (sorted by file name).
 
     A broken file does not stop the others; its error is returned. Origins look like
-    ``builtin:definitions/jobset.yaml``. A missing directory yields nothing.
+    ``builtin:definitions/jobset.yaml``. A missing directory yields nothing. YAML is parsed with libyaml when it
+    can (``_fast_yaml``: the catalog is parsed at every start).
     """
     d = Path(path)
     defs: list[KartaDefinition] = []
@@ -503,7 +528,7 @@ def load_dir(
         if not f.is_file() or f.suffix not in _SUFFIXES:
             continue
         try:
-            defs.extend(load_file(f, origin=f"{origin_prefix}:{d.name}/{f.name}"))
+            defs.extend(load_file(f, origin=f"{origin_prefix}:{d.name}/{f.name}", fast=True))
         except KartaLoadError as e:
             errors.append(e if e.file else e.located(str(f), e.index))
         except (OSError, UnicodeDecodeError) as e:

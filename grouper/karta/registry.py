@@ -32,10 +32,11 @@ from grouper.karta.jqrun import CompileChecker
 from grouper.karta.loader import from_object, load_dir
 from grouper.karta.model import KartaDefinition
 from grouper.karta.sandbox import SandboxPool, shared_pool
-from grouper.karta.validate import ValidationReport, lane_key, validate
+from grouper.karta.validate import ValidationReport, lane_key, precompile, validate
 from grouper.model.objects import GVK
 
 BUILTIN, CLUSTER = "builtin", "cluster"
+PRECOMPILE_LANE = "precompile:builtin"  # the sandbox lane compiling the whole built-in catalog at once
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class DefinitionRegistry:
             defs = loaded + defs
             self.load_errors = errors
         builtins: dict[str, LoadedDefinition] = {}
+        precompile(defs, self.pool.lane(PRECOMPILE_LANE))
         for d in defs:
             if d.name in builtins:
                 self.load_errors.append(

@@ -21,6 +21,7 @@ import logging
 import signal
 import socket
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 from grouper import __version__
@@ -41,6 +42,7 @@ from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
+from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
@@ -64,14 +66,6 @@ def cluster_config(s: RunSettings) -> ClusterConfig:
     return kubeconfig.load(s.kubeconfig or None, s.context or None)
 
 
-def load_definitions(s: RunSettings) -> DefinitionRegistry:
-    """The Karta registry with the built-in catalog from ``--definitions``, also with the Karta step off
-    (``--generic-karta-fallback=false``): the definitions then decide nothing (the hub skips them) but still
-    name the owner kinds the walk follows, so it reaches the top owner as KAI's does, and the default
-    grouper decides it. Off changes which grouper decides, not how far the owner walk goes."""
-    return DefinitionRegistry(s.definitions or None)
-
-
 class Service:
     def __init__(
         self,
@@ -80,8 +74,12 @@ class Service:
         config: ClusterConfig | None = None,
         metrics: Metrics | None = None,
         identity: str | None = None,
+        definitions: Future[DefinitionRegistry] | None = None,
     ) -> None:
+        """``definitions``: the Karta registry being loaded already (``preload_definitions``, which
+        ``grouper run`` starts before importing this module); by default it is loaded when ``start`` begins."""
         self.settings = settings
+        self._definitions = definitions
         self.config = config
         self.metrics = metrics or Metrics()
         self.identity = identity or settings.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -112,6 +110,8 @@ class Service:
         s = self.settings
         if s.webhook_bind_address:  # a webhook nobody may call fails now, not after the caches filled
             check_client_auth(s.webhook_client_ca, s.webhook_allow_unauthenticated)
+        # the catalog's jq compiles in the sandbox (another process) while the HTTP server and clients start
+        loading = self._definitions or preload_definitions(s)
         tune_collector()  # before the first LIST: its decoding must not run full collections
         await self._start_http()
         cfg = self.config or cluster_config(s)
@@ -131,7 +131,7 @@ class Service:
         )
         self.probe = ApiProbe(self.control)
         self.supervisor.spawn("api-probe", self.probe.run)
-        definitions = load_definitions(s)
+        definitions = await asyncio.wrap_future(loading)  # off the loop: probes answer meanwhile
         grouper = build_grouper(s.grouping_config(), definitions)
         if s.leader_elect:
             self.leader = LeaderElector(

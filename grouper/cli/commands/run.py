@@ -48,11 +48,15 @@ def loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 def handle(args: argparse.Namespace) -> int:
     settings = RunSettings.from_args(args)
     setup_logging(settings.log_level, settings.log_format)
+    from grouper.runtime.preload import preload_definitions
+
+    # the catalog loads (its jq compiles in the sandbox process) while the service below is imported
+    definitions = preload_definitions(settings)
     from grouper.runtime.service import Service
 
     try:
         with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
-            return runner.run(Service(settings).run())
+            return runner.run(Service(settings, definitions=definitions).run())
     except KubeConfigError as e:
         print(f"grouper run: {e}", file=sys.stderr)
         return 2
