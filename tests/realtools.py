@@ -165,8 +165,10 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[..., PrometheusServer]]:
         s.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's synchronous API keeps an event loop running in the main thread while it
+    is open, which the asyncio tests of any later module would trip over."""
     _skip_unless("chromium")
     if shutil.which("chromium") != CHROMIUM:
         pytest.skip(f"chromium is not at {CHROMIUM}")
