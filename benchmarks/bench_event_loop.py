@@ -57,10 +57,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grouper.controller.leader import LeaderElector  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.workload_plan import merge_decisions  # noqa: E402
 from grouper.kube import config as kubeconfig  # noqa: E402
+from grouper.kube.leader import LeaderElector  # noqa: E402
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL  # noqa: E402
 from grouper.observability.logging import setup_logging  # noqa: E402
 from grouper.runtime import RunSettings, Service  # noqa: E402

@@ -50,11 +50,6 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grouper.controller.cache import (  # noqa: E402
-    POD,
-    PODGROUP,
-    _KindState,
-)
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
 from grouper.controller.plans import IDLE_SECONDS, PlanCache  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
@@ -68,6 +63,11 @@ from grouper.controller.supervisor import Supervisor  # noqa: E402
 from grouper.controller.workloads import WorkloadKey  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.workload_plan import assemble, merge_decisions  # noqa: E402
+from grouper.kube.cache import (  # noqa: E402
+    POD,
+    PODGROUP,
+    _KindState,
+)
 from grouper.kube.discovery import Resource  # noqa: E402
 from grouper.kube.informer import Informer  # noqa: E402
 from grouper.model import objects as o  # noqa: E402

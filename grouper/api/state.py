@@ -5,7 +5,7 @@ filled in as the service starts: ``store`` at once, ``grouper`` / ``definitions`
 once the caches are synced. The API reads everything through the small protocols below, which the
 controller's objects satisfy; the optional fields let tests (and other embedders) supply them directly:
 
-- :class:`DecisionSource` — ``grouper.controller.decisions.DecisionStore`` (per-pod and per-PodGroup
+- :class:`DecisionSource` — ``grouper.records.decisions.DecisionStore`` (per-pod and per-PodGroup
   records as JSON-able dicts, with their last errors);
 - :class:`ObjectSource` — cache reads without I/O (``Lookups.get``; default: the controller's
   :meth:`ControllerStatus.objects`; :func:`safe_get` turns "not cached" / "forbidden" into None);

@@ -38,10 +38,10 @@ from grouper.api.models import (
 )
 from grouper.api.selectors import Selector
 from grouper.api.state import ObjectSource, StateReader, safe_get
-from grouper.controller.decisions import POD_GROUP_NOT_WRITTEN
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
+from grouper.records.decisions import POD_GROUP_NOT_WRITTEN
 
 if TYPE_CHECKING:
     from grouper.karta import Evaluator, KartaDefinition

@@ -21,21 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from grouper.controller.cache import (
-    CONFIGMAP,
-    KARTA,
-    NAMESPACE,
-    POD,
-    PODGROUP,
-    PRIORITY_CLASS,
-    ClusterCache,
-    KindPolicy,
-    PodShape,
-)
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
-from grouper.controller.leader import LeaderElector
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import (
@@ -53,13 +40,26 @@ from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadK
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import Lookups
 from grouper.karta import DefinitionRegistry
+from grouper.kube.cache import (
+    CONFIGMAP,
+    KARTA,
+    NAMESPACE,
+    POD,
+    PODGROUP,
+    PRIORITY_CLASS,
+    ClusterCache,
+    KindPolicy,
+    PodShape,
+)
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import Informer
+from grouper.kube.leader import LeaderElector
 from grouper.kube.probe import ApiProbe
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK, Obj
 from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.writer.events import EventRecorder
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import PodGroupWriter

@@ -22,7 +22,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from grouper.controller.cache import (
+from grouper.controller.plans import PlanCache
+from grouper.controller.queue import WorkQueue
+from grouper.controller.reconciler import is_terminal
+from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
+from grouper.core.owner_chain import owner_key, resolve_owners
+from grouper.kube.cache import (
     NAMESPACE,
     POD,
     PODGROUP,
@@ -34,18 +39,13 @@ from grouper.controller.cache import (
     podgroup_name_prefixes,
     retry_key,
 )
-from grouper.controller.decisions import DecisionStore
-from grouper.controller.plans import PlanCache
-from grouper.controller.queue import WorkQueue
-from grouper.controller.reconciler import is_terminal
-from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
-from grouper.core.owner_chain import owner_key, resolve_owners
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_KIND
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.pods import with_marks
 

@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from grouper.controller.cache import POD, ClusterCache
 from grouper.core.hold import DEFINITION_ANNOTATION
 from grouper.karta import DefinitionRegistry, KartaDefinition, LoadedDefinition
+from grouper.kube.cache import POD, ClusterCache
 from grouper.kube.informer import DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from grouper.controller.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -37,12 +35,14 @@ from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide
+from grouper.kube.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef
 from grouper.observability.logging import log_context
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.failures import failure_message, failure_reason, is_terminal_error
 from grouper.writer.podgroups import NotLeader, PodGroupWriter

@@ -30,16 +30,16 @@ from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.decisions import DecisionStore
-from grouper.controller.leader import LeaderElector
 from grouper.controller.supervisor import Supervisor
 from grouper.karta import DefinitionRegistry
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
+from grouper.kube.leader import LeaderElector
 from grouper.kube.probe import ApiProbe
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.preload import preload_definitions

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from grouper.api.state import AppState, HealthSnapshot
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.core.decision import Decision
@@ -26,6 +25,7 @@ from grouper.karta import DefinitionRegistry
 from grouper.manifests import load_manifests
 from grouper.model import objects as o
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.runtime.composition import build_grouper
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 
-from grouper.controller.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS, _KindState
 from grouper.controller.controller import Controller, ControllerSettings
 from grouper.controller.supervisor import Supervisor
 from grouper.core.grouping import Grouper
 from grouper.karta import DefinitionRegistry
+from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS, _KindState
 from grouper.kube.discovery import WELL_KNOWN, Resource
 from grouper.kube.informer import ADDED, DELETED, MODIFIED
 from grouper.kube.transport import ApiError

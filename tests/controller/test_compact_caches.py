@@ -17,16 +17,16 @@ from typing import Any
 import orjson
 import pytest
 
-from grouper.controller.cache import PodShape, slim_owner, slim_pod
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.lookups import InMemoryLookups
+from grouper.kube.cache import PodShape, slim_owner, slim_pod
 from grouper.kube.compact import SMALL, Interner, add_member, discard_member, members
 from grouper.kube.discovery import Resource
 from grouper.kube.informer import Informer
 from grouper.manifests import load_manifests
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata
+from grouper.records.decisions import DecisionStore
 from grouper.runtime.composition import build_grouper
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -10,7 +10,6 @@ import asyncio
 import copy
 from typing import Any, cast
 
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.queue import WorkQueue
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -19,6 +18,7 @@ from grouper.kube.transport import KubeClient
 from grouper.model.objects import Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.pods import PodPatcher
 from tests.controller.test_route_sharing import Cache

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from devtools.fakeapi import FakeApi, until
-from grouper.controller.leader import LeaderElector
+from grouper.kube.leader import LeaderElector
 from grouper.kube.transport import KubeClient
 
 

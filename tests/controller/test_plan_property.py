@@ -42,7 +42,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from grouper.controller.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS
 from grouper.controller.controller import Controller
 from grouper.controller.reconciler import Result
 from grouper.controller.workloads import WorkloadKey
@@ -50,6 +49,7 @@ from grouper.core.config import GroupingConfig
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import WorkloadPlan
 from grouper.karta import DefinitionRegistry
+from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from grouper.controller.cache import POD, PODGROUP
 from grouper.controller.controller import Controller
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.karta import DefinitionRegistry
+from grouper.kube.cache import POD, PODGROUP
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.podgroup import POD_GROUP_ANNOTATION

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from grouper.controller.decisions import DecisionStore
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.queue import WorkQueue
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.lookups import InMemoryLookups
 from grouper.model.objects import Obj
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 from grouper.writer.expectations import WriteExpectations
 
 NS = "ns"

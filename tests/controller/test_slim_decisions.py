@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from grouper.controller.cache import PodShape, slim_owner, slim_podgroup
 from grouper.controller.karta_sync import pod_paths
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.workload_plan import merge_decisions
 from grouper.karta import DefinitionRegistry
+from grouper.kube.cache import PodShape, slim_owner, slim_podgroup
 from grouper.manifests import load_manifests
 from grouper.runtime.composition import build_grouper
 from grouper.runtime.settings import default_definitions_dir

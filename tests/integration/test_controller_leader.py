@@ -11,7 +11,7 @@ from typing import Any
 from controller.harness import GrouperThread, annotated, job, label_namespace, pod_groups, pods
 from kube import Kube, wait_until
 
-from grouper.controller.cache import POD
+from grouper.kube.cache import POD
 
 
 def lease(kube: Kube, ns: str, name: str) -> dict[str, Any]:

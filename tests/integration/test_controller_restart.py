@@ -24,8 +24,8 @@ from controller.harness import (
 from kube import Kube, compact_etcd, wait_until
 
 from devtools.cluster import LocalCluster
-from grouper.controller.cache import slim_pod
 from grouper.kube import config as kubeconfig
+from grouper.kube.cache import slim_pod
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.kube.transport import KubeClient

@@ -17,7 +17,7 @@ from controller.harness import (
 )
 from kube import Kube, wait_until
 
-from grouper.controller.cache import podgroup_name_prefixes
+from grouper.kube.cache import podgroup_name_prefixes
 
 
 def flat_podgroup(name: str, js: dict[str, Any]) -> dict[str, Any]:

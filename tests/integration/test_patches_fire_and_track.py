@@ -15,7 +15,7 @@ from typing import Any
 from controller.harness import ANNOTATION, PG_PATH, GrouperThread, job_pod_spec, label_namespace, owned_pod
 from kube import Kube, wait_until
 
-from grouper.controller.cache import PODGROUP
+from grouper.kube.cache import PODGROUP
 from grouper.kube.transport import ApiError
 
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"

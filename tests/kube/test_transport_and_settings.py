@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from grouper.controller.cache import slim_pod
 from grouper.core.config import GroupingConfig
+from grouper.kube.cache import slim_pod
 from grouper.kube.informer import strip_managed_fields
 from grouper.kube.transport import RateLimiter, describe_request, object_path
 from grouper.runtime.settings import RunSettings, add_flags, env_name
