@@ -8,10 +8,11 @@ kube-scheduler and kwok nodes) adds ``gang`` (tests/conftest.py, from the cluste
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from kube import Kube, fresh_namespace
+from kube import Kube, fresh_namespace, wait_until
 
 from devtools.cluster import LocalCluster
 
@@ -39,3 +40,26 @@ def ons(okube: Kube) -> Iterator[str]:
     """A fresh namespace on the operator cluster."""
     with fresh_namespace(okube, "o") as name:
         yield name
+
+
+@pytest.fixture
+def skube(op_sched_cluster: LocalCluster) -> Iterator[Kube]:
+    with Kube.from_cluster(op_sched_cluster) as k:
+        yield k
+
+
+@pytest.fixture
+def upstream(op_sched_cluster: LocalCluster, skube: Kube, request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
+    """A namespace of the module's own (``o-<operator>-gang``) with the grouper running in it: the upstream
+    backend, its admission webhook, kube-scheduler's own scheduler name."""
+    from controller.harness import label_namespace
+    from gang.webhooks import grouper_with_webhook
+
+    ns = f"o-{request.module.__name__.rsplit('.', 1)[-1].split('_')[1]}-gang"
+    skube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    wait_until(lambda: skube.exists(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 30, what="ServiceAccount")
+    label_namespace(skube, ns)
+    with grouper_with_webhook(
+        op_sched_cluster, skube, ns, backend="upstream", scheduler_name="default-scheduler"
+    ) as g:
+        yield ns, g

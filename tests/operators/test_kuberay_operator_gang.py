@@ -5,14 +5,11 @@ node of 4 GPUs would take the head and one worker) and all three at once when a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from clusters import DEPLOY_CRDS, cluster_fixture
-from controller.harness import GrouperThread, label_namespace
+from controller.harness import GrouperThread
 from gang.gangkit import GPU, POOL_LABEL, bound, pod_group_condition
-from gang.webhooks import grouper_with_webhook
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
@@ -44,22 +41,6 @@ def raycluster(name: str, pool: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def skube(op_sched_cluster: LocalCluster) -> Iterator[Kube]:
-    with Kube.from_cluster(op_sched_cluster) as k:
-        yield k
-
-
-@pytest.fixture
-def upstream(op_sched_cluster: LocalCluster, skube: Kube) -> Iterator[tuple[str, GrouperThread]]:
-    ns = "o-ray-gang"
-    skube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    wait_until(lambda: skube.exists(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 30, what="ServiceAccount")
-    label_namespace(skube, ns)
-    with grouper_with_webhook(
-        op_sched_cluster, skube, ns, backend="upstream", scheduler_name="default-scheduler"
-    ) as g:
-        yield ns, g
 
 
 def test_the_real_rayclusters_gang_binds_only_when_it_fits_and_all_at_once(
