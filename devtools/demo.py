@@ -132,6 +132,7 @@ def webhook_configuration(port: int, ca_file: str) -> dict[str, Any]:
                 },
                 "failurePolicy": "Ignore",
                 "sideEffects": "None",
+                "reinvocationPolicy": "IfNeeded",  # again after a later webhook (an operator's) changed the pod
                 "timeoutSeconds": 2,
                 "admissionReviewVersions": ["v1"],
             }

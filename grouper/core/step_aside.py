@@ -43,6 +43,7 @@ from grouper.core.lookups import Lookups
 from grouper.model import objects as o
 from grouper.model.errors import LookupForbidden
 from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import OWN_SCHEDULING_GROUP_ANNOTATION
 
 SKIP_ANNOTATION = "kai.scheduler/skip-podgrouper"
 PODGANG_LABEL = "grove.io/podgang"  # as the Grove plugin reads it (grouper/plugins/grove.py)
@@ -144,8 +145,8 @@ def foreign_group(pod: Obj, ours: str | None) -> StepAside | None:
     """Rule 2, pod part: the pod is already in an upstream group that is not ``ours`` (None: the grouper
     could not name one)."""
     theirs = upstream_group(pod)
-    if not theirs or theirs == ours:
-        return None
+    if not theirs or theirs == ours or o.annotations(pod).get(OWN_SCHEDULING_GROUP_ANNOTATION) == theirs:
+        return None  # none, the one we would give, or one our webhook gave it (decided again: ours to change)
     return StepAside(
         CONTROLLER_REASON,
         f"pod {o.namespace(pod)}/{o.name(pod)} has spec.schedulingGroup.podGroupName={theirs} (set by its "

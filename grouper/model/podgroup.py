@@ -22,6 +22,10 @@ PODGROUP_KIND = "PodGroup"
 # What the grouper writes on each pod (KAI's names): the PodGroup annotation and the sub-group label.
 POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+# Set by the admission webhook beside the spec.schedulingGroup it sets (upstream backend): the group is ours,
+# so a reinvocation of the webhook (a later webhook, e.g. LWS's, added the labels the decision reads) may
+# replace it, and the step-aside rule does not take it for a controller's own group.
+OWN_SCHEDULING_GROUP_ANNOTATION = "podgrouper.kai.scheduler/scheduling-group"
 # The grouper's own annotation on every PodGroup (KAI's): the top owner's name, uid, group, version, kind.
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 

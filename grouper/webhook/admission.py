@@ -6,7 +6,11 @@ exactly as the reconciler would (same grouper, same lookups), and the answer pat
 - KAI backend: the ``pod-group-name`` annotation and the sub-group label, so the reconciler's pod
   patch finds nothing to do (one write per pod saved);
 - upstream backend: ``spec.schedulingGroup.podGroupName`` (settable only at creation) naming the one
-  upstream PodGroup of the decision (:mod:`grouper.core.upstream`: it has the KAI PodGroup's name).
+  upstream PodGroup of the decision (:mod:`grouper.core.upstream`: it has the KAI PodGroup's name), and
+  the annotation ``podgrouper.kai.scheduler/scheduling-group`` saying it is ours. The webhook asks to be
+  called again when a later webhook changed the pod (``reinvocationPolicy: IfNeeded``): LeaderWorkerSet's
+  own pod webhook, which runs after ours, adds the labels that name a pod's group, and a group we set
+  before is then replaced (a controller's own group never is).
 
 Anything else — a pod for another scheduler, a namespace out of scope, an owner not cached yet, a
 decision that skips or fails — is allowed unchanged: the reconciler still groups the pod after creation
@@ -25,7 +29,7 @@ from typing import Any
 from grouper.core.decision import Decision
 from grouper.model import objects as o
 from grouper.model.objects import Obj
-from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
+from grouper.model.podgroup import OWN_SCHEDULING_GROUP_ANNOTATION, POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +58,17 @@ def mutation(pod: Obj, decision: Decision, backend: str) -> list[dict[str, Any]]
         return []
     name = decision.pod_group.name
     if backend == "upstream":
-        spec = pod.get("spec") or {}
-        if spec.get("schedulingGroup"):
-            return []  # its own controller placed it in a group: never overridden
-        return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": name}}]
+        group = (pod.get("spec") or {}).get("schedulingGroup")
+        mine = {OWN_SCHEDULING_GROUP_ANNOTATION: name}
+        if not group:
+            return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": name}},
+                    *_set_map_entries(pod, "annotations", mine)]
+        current = group.get("podGroupName") if isinstance(group, dict) else None
+        if current == name or not current or o.annotations(pod).get(OWN_SCHEDULING_GROUP_ANNOTATION) != current:
+            return []  # as decided, or its own controller placed it in a group: never overridden
+        # ours, from an earlier call of this admission: decided again after a later webhook changed the pod
+        return [{"op": "replace", "path": "/spec/schedulingGroup", "value": {"podGroupName": name}},
+                *_set_map_entries(pod, "annotations", mine)]
     ops = _set_map_entries(pod, "annotations", {POD_GROUP_ANNOTATION: name})
     if decision.sub_group:
         ops += _set_map_entries(pod, "labels", {SUBGROUP_LABEL: decision.sub_group})

@@ -146,6 +146,15 @@ def test_upstream_backend_keeps_a_pod_its_own_webhook_put_in_its_group() -> None
     assert (d.outcome, d.reason) == ("grouped", "Grouped") and d.pod_group is not None
 
 
+def test_a_group_our_webhook_set_earlier_in_the_same_admission_is_ours_to_change() -> None:
+    """Reinvoked after LeaderWorkerSet's webhook labelled the pod: the group our first answer set (marked by
+    our annotation) is not a controller's own, so the pod is decided again, not stepped aside for."""
+    p = pod(UPSTREAM, group="pg-old", annotations={"podgrouper.kai.scheduler/scheduling-group": "pg-old"})
+    d = decide(UPSTREAM, p)
+    assert (d.outcome, d.reason) == ("grouped", "Grouped") and d.pod_group is not None
+    assert d.pod_group.name == "pg-p-uid-p"
+
+
 def test_kai_backend_groups_a_pod_in_an_upstream_group_and_says_so() -> None:
     d = decide(KAI, pod(KAI, group="theirs"))
     assert d.outcome == "grouped" and d.pod_group is not None and d.pod_group.name == "pg-p-uid-p"

@@ -54,13 +54,35 @@ def test_nothing_to_add_when_the_pod_already_says_so() -> None:
     assert mutation(p, grouped(), "kai") == []
 
 
+OWN = "podgrouper.kai.scheduler/scheduling-group"
+
+
 def test_upstream_backend_sets_the_scheduling_group_unless_already_set() -> None:
     assert mutation(pod(), grouped("workers"), "upstream") == [
-        {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "pg-train-u1"}}
+        {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "pg-train-u1"}},
+        {"op": "add", "path": "/metadata/annotations", "value": {OWN: "pg-train-u1"}},
     ]
     theirs = pod()
     theirs["spec"]["schedulingGroup"] = {"podGroupName": "theirs"}
     assert mutation(theirs, grouped(), "upstream") == []
+    claimed = pod(annotations={OWN: "other"})  # our mark names another group: theirs all the same
+    claimed["spec"]["schedulingGroup"] = {"podGroupName": "theirs"}
+    assert mutation(claimed, grouped(), "upstream") == []
+
+
+@pytest.mark.parametrize("repeat", range(2))
+def test_on_reinvocation_the_upstream_group_we_set_is_replaced_by_the_new_decision(repeat: int) -> None:
+    """A later webhook (LeaderWorkerSet's pod webhook) labelled the pod after our first answer, and the API
+    server called us again: the group we set goes, the decision's takes its place; as decided, nothing."""
+    first = pod(annotations={OWN: "pg-serve-u1"})
+    first["spec"]["schedulingGroup"] = {"podGroupName": "pg-serve-u1"}
+    assert mutation(first, grouped(), "upstream") == [
+        {"op": "replace", "path": "/spec/schedulingGroup", "value": {"podGroupName": "pg-train-u1"}},
+        {"op": "add", "path": f"/metadata/annotations/{OWN.replace('/', '~1')}", "value": "pg-train-u1"},
+    ]
+    again = pod(annotations={OWN: "pg-train-u1"})
+    again["spec"]["schedulingGroup"] = {"podGroupName": "pg-train-u1"}
+    assert mutation(again, grouped(), "upstream") == []
 
 
 def test_skipped_or_failed_decisions_leave_the_pod_alone() -> None:

@@ -44,7 +44,7 @@ def webhook_configuration(name: str, namespace: str, port: int, ca_file: str) ->
                 "sideEffects": "None",
                 "timeoutSeconds": 5,
                 "admissionReviewVersions": ["v1"],
-                "reinvocationPolicy": "Never",
+                "reinvocationPolicy": "IfNeeded",  # called again after a later webhook (LWS's) changed the pod
             }
         ],
     }

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from clusters import DEPLOY_CRDS, cluster_fixture
 from controller.harness import GrouperThread
 from gang.gangkit import GPU, POOL_LABEL, bound, pod_group_condition
@@ -40,13 +39,6 @@ def leaderworkerset(name: str, pool: str) -> dict[str, Any]:
 
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "mutating webhooks run in the order of their configurations' names: the grouper's (here grouper-<ns>, "
-    "in the demo kai-pod-grouper) runs before LWS's pod webhook (lws-...), so a leader pod is decided before "
-    "LWS gives it its group-index label and is put in pg-<lws>-<uid> instead of pg-<lws>-<uid>-group-<n>; "
-    "spec.schedulingGroup is immutable and that PodGroup is never created, so the leaders never schedule. "
-    "Needs reinvocationPolicy IfNeeded on the grouper's webhook and grouper/webhook/admission.py replacing "
-    "a schedulingGroup it set itself on reinvocation (or not deciding an LWS pod before its labels)"))
 def test_each_real_lws_group_is_a_gang_that_binds_whole(
     op_sched_cluster: LocalCluster, skube: Kube, upstream: tuple[str, GrouperThread]
 ) -> None:
