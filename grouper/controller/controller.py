@@ -26,11 +26,13 @@ from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import (
+    POD_OWNED_INDEX,
     POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
     Reconciler,
     Writers,
     pod_group_names,
+    pod_owned_namespaces,
     podgroup_owner_uids,
 )
 from grouper.controller.resync import Kinds, Resyncer
@@ -416,6 +418,7 @@ class Controller:
         else:
             if gvk == PODGROUP:
                 informer.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
+                informer.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
                 if self.karta_sync is not None:  # owners of PodGroups a definition made stay walkable
                     self.karta_sync.attach_pod_groups(informer)
             elif gvk == POD:

@@ -62,6 +62,7 @@ YOUNG_POD_SECONDS = 10.0
 AWAIT_CACHE_SECONDS = 1.0
 NOT_LEADER_RETRY_SECONDS = 1.0  # a pass that found the lease lost: queued again for whoever leads then
 PODGROUP_OWNER_INDEX = "owner-uid"
+POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
 POD_PODGROUP_INDEX = "pod-group"
 PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
 YIELD_EVERY = 64  # native decisions between two yields to the event loop
@@ -113,6 +114,11 @@ def _age(pod: Obj) -> float:
 
 def podgroup_owner_uids(pg: Obj) -> list[str]:
     return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
+
+
+def pod_owned_namespaces(pg: Obj) -> list[str]:
+    """Index values of a PodGroup: its namespace when a pod owns it."""
+    return [o.namespace(pg)] if any(r.get("kind") == "Pod" for r in o.owner_references(pg)) else []
 
 
 def pod_group_names(pod: Obj) -> list[str]:
@@ -178,7 +184,6 @@ class Reconciler:
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
-        self._cleanup: dict[WorkloadKey, set[str]] = {}  # owners whose replaced PodGroups are still to look for
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
@@ -208,7 +213,6 @@ class Reconciler:
             self.store.forget_workload(str(wl))
             self.plans.invalidate(wl)
             self._patch_failures.pop(wl, None)
-            self._cleanup.pop(wl, None)
             return Result()
         pods, terminal = found
         plan = await self.plan(wl, pods)
@@ -446,24 +450,14 @@ class Reconciler:
                 self.patcher.start(pod, pg, sub, self._landing(wl, workload_obj))
                 result.written += 1
 
-        # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): once
-        # no patch of it is on its way (one may be moving a pod away from such a PodGroup). Per-pod
-        # PodGroups are owned by pods: a pod that joins the workload is decided afresh in it, so the owners
-        # to look at are the workload and the pods decided in this pass, plus those of passes that could
-        # not look (an error, a wait, patches in flight).
-        owners = {o.uid(p) for p, _ in plan.decided} | self._cleanup.pop(wl, set())
-        if workload_ref is not None:
-            owners.add(workload_ref.uid)
-        if self.upstream is not None:
-            pass
-        elif result.errors or workload_ref is None or awaiting_gc or awaiting_cache:
-            self._cleanup[wl] = owners
-        else:
-            replaced, later = self._replaced(wl, owners, {g.metadata.name for g in groups} | set(held_names))
+        # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): at once,
+        # or once the patches moving the pods that name one away have landed (the last one queues it again)
+        if not result.errors and workload_ref is not None and not awaiting_gc and not awaiting_cache \
+                and self.upstream is None:
+            replaced, later = self._replaced(wl, workload_ref.uid, {g.metadata.name for g in groups} | set(held_names))
             if replaced:
                 result.written += await self._delete_replaced(wl, replaced)
-            if later:  # named by pods whose patches move them away: once those land
-                self._cleanup[wl] = owners
+            if later:
                 self._owed.add(wl)
                 result.deferred = True
 
@@ -655,15 +649,22 @@ class Reconciler:
                 return False
         return False
 
-    def _replaced(self, wl: WorkloadKey, owners: set[str], wanted: set[str]) -> tuple[list[Obj], bool]:
-        """PodGroups owned by the workload (or by one of its pods: the per-pod PodGroup of a pod that now
-        belongs to a gang), not wanted by it and named by no pod (all from the caches' indexes); and whether
-        more will be once the patches on their way land (every pod naming them is being moved away)."""
+    def _replaced(self, wl: WorkloadKey, owner: str, wanted: set[str]) -> tuple[list[Obj], bool]:
+        """PodGroups owned by the workload (``owner``: its uid) or by one of its pods (the per-pod PodGroup of
+        a pod that now belongs to a gang: the index of pod-owned PodGroups, few if any, and the owner pod's
+        workload), not wanted by it and named by no pod (all from the caches' indexes); and whether more
+        will be once the patches on their way land (every pod naming them is being moved away)."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
         if pgs is None or pods is None:
             return [], False
-        candidates = {o.name(pg): pg for uid in owners if uid for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid)}
+        candidates = {o.name(pg): pg for pg in pgs.by_index(PODGROUP_OWNER_INDEX, owner)}
+        for pg in pgs.by_index(POD_OWNED_INDEX, wl.namespace):
+            for ref in o.owner_references(pg):
+                key = (wl.namespace, str(ref.get("name") or ""))
+                pod = pods.get(*key) if ref.get("kind") == "Pod" else None
+                if pod is not None and o.uid(pod) == ref.get("uid") and self.index.workload_of(key) == wl:
+                    candidates[o.name(pg)] = pg
         now: list[Obj] = []
         later = False
         for name, pg in sorted(candidates.items()):
