@@ -424,6 +424,7 @@ class Reconciler:
         failures = self._patch_failures.get(wl, {})
         if self.upstream is None:
             kept = plan.kept
+            landed = self._landing(wl, workload_obj)  # one callback for the pass's patches
             for name, (pg, sub) in placement.items():
                 if pg not in ok_groups:
                     continue
@@ -447,7 +448,7 @@ class Reconciler:
                     result.errors.append(failure.message)
                     transient_errors += failure.retryable
                 self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
-                self.patcher.start(pod, pg, sub, self._landing(wl, workload_obj))
+                self.patcher.start(pod, pg, sub, landed)
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): at once,

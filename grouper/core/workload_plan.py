@@ -112,14 +112,19 @@ def keep(pod: Obj, d: Decision, views: dict[str, PodGroupMetadata]) -> Kept | No
         return None
     view: PodGroupMetadata | None = None
     if d.outcome == "grouped" and d.pod_group is not None:
-        view = d.pod_group.for_keeping()
-        shared = views.get(view.name)
-        if shared is not None and shared == view:
-            view = shared
-        else:
-            views[view.name] = view
+        view = _shared_view(views, d.pod_group.name, d.pod_group.for_keeping())
     sub = d.sub_group if view is not None else None
     return Kept(o.uid(pod), _version(pod), decision_signature(pod), _created(pod), view, sub, d.plugin, d.top_owner)
+
+
+def _shared_view(views: dict[str, PodGroupMetadata], key: str, view: PodGroupMetadata) -> PodGroupMetadata:
+    """``view``, or the equal one kept under ``key`` already (equal views are one object); the last one
+    seen under ``key`` is kept."""
+    shared = views.get(key)
+    if shared is not None and shared == view:
+        return shared
+    views[key] = view
+    return view
 
 
 @dataclass
@@ -284,12 +289,7 @@ def merge_decisions(decisions: Iterable[Decision], created: Mapping[str, str] | 
     for d in decisions:
         if d.outcome != "grouped" or d.pod_group is None:
             continue
-        view = d.pod_group.for_keeping()
-        shared = views.get(f"{d.pod_namespace}/{view.name}")
-        if shared is not None and shared == view:
-            view = shared
-        else:
-            views[f"{d.pod_namespace}/{view.name}"] = view
+        view = _shared_view(views, f"{d.pod_namespace}/{d.pod_group.name}", d.pod_group.for_keeping())
         k = Kept(d.pod_uid, "", 0, created.get(d.pod_key, ""), view, d.sub_group, d.plugin, d.top_owner)
         by_ns.setdefault(d.pod_namespace, []).append((d.pod_name, k))
     out: list[PlannedGroup] = []
