@@ -47,6 +47,52 @@ class HealthResponse(_Model):
     checks: list[Check]
 
 
+# ------------------------------------------------------------------------------------------ gang state
+
+
+GangStateName = Literal["Grouping", "Waiting", "Admitted", "Degraded", "Error"]
+
+
+class GangReasonView(_Model):
+    """One thing the scheduler said, verbatim (:class:`grouper.core.gang_state.SchedulerReason`)."""
+
+    source: Literal["PodGroup", "Pod"]
+    reason: str
+    message: str
+    type: str = Field("", description="Condition type, e.g. UnschedulableOnNodePool or PodScheduled")
+    nodePool: str = ""
+    pods: list[str] = Field(default_factory=list, description="Pods carrying this reason (source Pod)")
+    since: str | None = Field(None, description="RFC 3339 lastTransitionTime of the condition")
+
+
+class GangSubGroupView(_Model):
+    name: str
+    parent: str | None
+    required: int
+    present: int
+    scheduled: int
+    satisfied: bool
+
+
+class GangView(_Model):
+    """A PodGroup's gang state (:mod:`grouper.core.gang_state`), as the controller last derived it."""
+
+    podGroup: str
+    state: GangStateName
+    since: str = Field(description="RFC 3339 time the current state began")
+    secondsInState: float
+    required: int = Field(description="Fewest scheduled pods that satisfy the gang's minimums")
+    present: int = Field(description="Pods of the gang not being deleted")
+    scheduled: int = Field(description="Pods of the gang bound to a node")
+    queue: str
+    requestedGPUs: float
+    admittedAt: str | None = Field(None, description="RFC 3339 time of the first admission")
+    timeToAdmissionSeconds: float | None = Field(None, description="First pod's creation to first admission")
+    reasons: list[GangReasonView] = Field(default_factory=list)
+    subGroups: list[GangSubGroupView] = Field(default_factory=list)
+    error: str = ""
+
+
 # ------------------------------------------------------------------------------------------ podgroups
 
 
@@ -74,6 +120,7 @@ class PodGroupSummary(_Model):
     workloadStatus: str | None = Field(
         None, description="Primary status of the workload as its Karta definition maps it (e.g. Running)"
     )
+    gang: GangView | None = Field(None, description="The gang's state; absent until the controller derived it")
 
 
 class WorkloadError(_Model):
@@ -202,6 +249,7 @@ class PodGroupDetail(_Model):
     subGroups: list[SubGroupView]
     pods: list[PodInfo]
     decision: DecisionRecord
+    gang: GangView | None = Field(None, description="The gang's state; absent until the controller derived it")
 
 
 # ------------------------------------------------------------------------------------------ workloads
@@ -239,6 +287,10 @@ class WorkloadSummaryView(_Model):
     definition: str | None
     origin: str | None
     warnings: list[str]
+    state: GangStateName | None = Field(
+        None, description="The workload's gang state: the worst of its PodGroups' (Error, Degraded, Waiting, "
+        "Grouping, Admitted)")
+    gangs: list[GangView] = Field(default_factory=list, description="One per PodGroup of the workload")
 
 
 class WorkloadList(_Model):
