@@ -120,7 +120,7 @@ class PodGroupSummary(_Model):
     workloadStatus: str | None = Field(
         None, description="Primary status of the workload as its Karta definition maps it (e.g. Running)"
     )
-    gang: GangView | None = Field(None, description="The gang's state; absent until the controller derived it")
+    gang: GangView | None = Field(default=None, description="The gang's state; absent until the controller derived it")
 
 
 class WorkloadError(_Model):
@@ -249,7 +249,7 @@ class PodGroupDetail(_Model):
     subGroups: list[SubGroupView]
     pods: list[PodInfo]
     decision: DecisionRecord
-    gang: GangView | None = Field(None, description="The gang's state; absent until the controller derived it")
+    gang: GangView | None = Field(default=None, description="The gang's state; absent until the controller derived it")
 
 
 # ------------------------------------------------------------------------------------------ workloads

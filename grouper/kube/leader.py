@@ -8,6 +8,10 @@
   for ``renew_deadline`` — before any other candidate may take over (15 s) — so writes stop in time even
   when the API server is unreachable.
 - On clean shutdown the lease is released (holder cleared, duration 1 s) so a standby takes over at once.
+- A renewal that hangs is abandoned at the renew deadline (client-go's renew context has that timeout), so
+  leadership ends on time whatever the client's request timeout.
+- Time comes from ``clock`` and ``sleep`` (injected; ``time.monotonic`` and ``asyncio.sleep`` by default):
+  the tests drive them by hand and assert deadlines on that clock, never on the wall clock.
 - ``gate``: an event, open unless the caller closes it until this replica can lead (the service closes it
   at start and opens it when its caches are complete). While it is closed the candidate only *reads* the
   lease every retry period: a replica that cannot sync never holds it, yet the clock of a dead holder's
@@ -55,7 +59,10 @@ class LeaderElector:
         metrics: Metrics | None = None,
         on_started_leading: Callback | None = None,
         on_stopped_leading: Callback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._clock, self._sleep = clock, sleep
         self.client = client
         self.name, self.namespace, self.identity = name, namespace, identity
         self.lease_duration, self.renew_deadline, self.retry_period = (
@@ -76,7 +83,7 @@ class LeaderElector:
         self.gate.set()
 
     def is_leader(self) -> bool:
-        return self._leading and not self._taken and time.monotonic() - self._last_renew < self.renew_deadline
+        return self._leading and not self._taken and self._clock() - self._last_renew < self.renew_deadline
 
     @property
     def holder(self) -> str:
@@ -98,19 +105,33 @@ class LeaderElector:
         while True:
             if not self.gate.is_set():
                 await self._observe()
-                with contextlib.suppress(TimeoutError):  # wake at once when the gate opens
-                    await asyncio.wait_for(self.gate.wait(), self.retry_period)
+                await self._first(self.gate.wait(), self.retry_period)  # wake at once when the gate opens
                 continue
             if await self._try_acquire_or_renew():
                 log.info("acquired lease %s/%s", self.namespace, self.name, extra={"identity": self.identity})
                 return
-            await asyncio.sleep(self.retry_period * random.uniform(1.0, 1.2))
+            await self._sleep(self.retry_period * random.uniform(1.0, 1.2))
+
+    async def _first(self, work: Awaitable[Any], seconds: float) -> bool:
+        """Run ``work`` for at most ``seconds`` on our clock; True when it finished (it is cancelled else)."""
+        task, timer = asyncio.ensure_future(work), asyncio.ensure_future(self._sleep(max(0.0, seconds)))
+        try:
+            await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (task, timer):
+                t.cancel()
+            await asyncio.gather(task, timer, return_exceptions=True)
+        if task.cancelled():
+            return False
+        if (error := task.exception()) is not None:
+            raise error  # not ours to swallow: the same as awaiting the work directly
+        return True
 
     async def _observe(self) -> None:
         """Read the lease without taking it: a record first seen now is free once it stays unchanged for
         its duration, however long this replica still needs before it may lead."""
         with contextlib.suppress(ApiError):
-            await self._read(time.monotonic())
+            await self._read(self._clock())
 
     async def _read(self, attempt_at: float) -> dict[str, Any]:
         """GET the lease and note when its record changed as this replica saw it (client-go's clock: no
@@ -128,12 +149,12 @@ class LeaderElector:
 
     async def _renew_until_lost(self) -> None:
         while True:
-            await asyncio.sleep(self.retry_period)
+            await self._sleep(self.retry_period)
             deadline = self._last_renew + self.renew_deadline
-            while not await self._try_acquire_or_renew():
+            while not await self._renewed_by(deadline):
                 if self._taken:
                     return
-                if time.monotonic() >= deadline:
+                if self._clock() >= deadline:
                     log.warning(
                         "failed to renew lease %s/%s within %.0fs; stopping writes",
                         self.namespace,
@@ -141,7 +162,16 @@ class LeaderElector:
                         self.renew_deadline,
                     )
                     return
-                await asyncio.sleep(min(self.retry_period / 2, max(0.0, deadline - time.monotonic())))
+                await self._sleep(min(self.retry_period / 2, max(0.0, deadline - self._clock())))
+
+    async def _renewed_by(self, deadline: float) -> bool:
+        """One renewal, abandoned at ``deadline`` (a hung API server must not keep us leading past it)."""
+        renewed: list[bool] = []
+
+        async def attempt() -> None:
+            renewed.append(await self._try_acquire_or_renew())
+
+        return await self._first(attempt(), deadline - self._clock()) and renewed == [True]
 
     async def _set_leading(self, leading: bool) -> None:
         if self._leading == leading:
@@ -171,7 +201,7 @@ class LeaderElector:
         }
 
     async def _try_acquire_or_renew(self) -> bool:
-        attempt_at = time.monotonic()
+        attempt_at = self._clock()
         try:
             lease = await self._read(attempt_at)
         except ApiError as e:
