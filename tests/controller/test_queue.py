@@ -102,13 +102,15 @@ async def test_immediate_add_cancels_pending_delay() -> None:
     assert len(q) == 0, "the cancelled delayed add must not fire again"
 
 
-async def test_rate_limited_items_are_delayed() -> None:
-    q: WorkQueue[str] = WorkQueue(base_delay=0.05)
-    q.add_rate_limited("a")
-    assert len(q) == 0
-    t0 = asyncio.get_running_loop().time()
-    assert await asyncio.wait_for(q.get(), 1.0) == "a"
-    assert asyncio.get_running_loop().time() - t0 >= 0.04
+async def test_rate_limited_items_are_delayed_with_exponential_back_off() -> None:
+    q: WorkQueue[str] = WorkQueue(base_delay=0.05, max_delay=0.15)
+    assert q.add_rate_limited("a") == 0.05
+    assert len(q) == 0, "not queued before its delay"
+    assert await asyncio.wait_for(q.get(), 10.0) == "a"
+    q.done("a")
+    assert [q.add_rate_limited("a") for _ in range(3)] == [0.1, 0.15, 0.15], "doubles, capped at max_delay"
+    q.forget("a")
+    assert q.num_requeues("a") == 0 and q.add_rate_limited("a") == 0.05, "a success resets the back-off"
 
 
 async def test_shutdown_wakes_blocked_getters() -> None:
