@@ -154,6 +154,7 @@ def test_leader_killed_the_standby_takes_over_never_two_writers(
     last_a = max(e["stageTimestamp"] for e in by["replica-a"])
     first_b = min(e["requestReceivedTimestamp"] for e in by["replica-b"])
     assert last_a < first_b, "the standby wrote nothing until the leader was gone: never two writers"
-    assert took_over <= 15 + 2 * 2 + 1, "within the lease duration (plus two retry periods)"
+    # how soon it takes over is the elector's rule, asserted on its own clock in
+    # tests/controller/test_leader_faults.py; here the wait above is only a hang guard
     print(f"\n[measure] leader SIGKILLed: standby leading {took_over:.1f}s later (lease 15 s); "
           f"{len(by['replica-a'])} writes by a, then {len(by['replica-b'])} by b, none overlapping")
