@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
+from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import shown
 from grouper.model.podgroup import PodGroupMetadata
 
@@ -25,8 +26,7 @@ INT32_MAX = 2**31 - 1  # minMember and minSubGroup are int32 in the API
 # 125 replicas has 126 sub-groups, ~0.6 ms to check each time. The rules read only the fields in
 # ``_key``, so their answer is kept by that key (pure; cleared when full, so never unbounded; a plain
 # dict because Karta decisions run in worker threads).
-_MEMO: dict[tuple[Any, ...], tuple[str, ...]] = {}
-_MEMO_SIZE = 512
+_MEMO: BoundedMemo[tuple[Any, ...], tuple[str, ...]] = BoundedMemo(512)
 
 
 def _key(md: PodGroupMetadata) -> tuple[Any, ...]:
@@ -44,10 +44,7 @@ def validate_pod_group(md: PodGroupMetadata) -> list[str]:
     except TypeError:  # a field of an unhashable type (a hostile definition's output): checked alone
         return _validate(md)
     if known is None:
-        known = tuple(_validate(md))
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = known
+        known = _MEMO.put(key, tuple(_validate(md)))
     return list(known)
 
 

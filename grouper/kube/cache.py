@@ -41,6 +41,7 @@ from grouper.kube.discovery import Discovery, Resource
 from grouper.kube.informer import Informer, Spawner, strip_managed_fields
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
+from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import GroupingError, LookupForbidden
 from grouper.model.objects import GVK, Obj
 from grouper.observability.metrics import Metrics
@@ -169,7 +170,7 @@ class _Sharing:
         # owner uid -> metadata of the last pod cached with it. Small: a LIST returns an owner's pods
         # together (sorted by name) and a controller creates them together, and an entry outlives its
         # pod until the table starts over (a few MB at most).
-        self.siblings: dict[str, dict[str, Any]] = {}
+        self.siblings: BoundedMemo[str, dict[str, Any]] = BoundedMemo(max_owners)
         self.max_owners = max_owners
 
     def string(self, value: Any) -> Any:
@@ -211,9 +212,7 @@ class _Sharing:
                 v = self.string(v)
             out[k] = v
         if isinstance(owner, str):
-            if len(self.siblings) >= self.max_owners and owner not in self.siblings:
-                self.siblings.clear()
-            self.siblings[owner] = out
+            self.siblings.put(owner, out)
         return out
 
 
@@ -324,7 +323,7 @@ class TemplateSharing:
 
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
-        self._table: dict[bytes, Any] = {}
+        self._table: BoundedMemo[bytes, Any] = BoundedMemo(max_entries)
 
     def share(self, value: Any) -> Any:
         try:
@@ -334,10 +333,7 @@ class TemplateSharing:
         got = self._table.get(key)
         if got is not None and got == value:
             return got
-        if len(self._table) >= self.max_entries:
-            self._table.clear()
-        self._table[key] = value
-        return value
+        return self._table.put(key, value)
 
     def share_in(self, obj: Any, depth: int = 0) -> None:
         """Replace, in place, every pod template spec of ``obj`` (freshly decoded, not cached yet)."""

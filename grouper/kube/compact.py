@@ -16,7 +16,9 @@ bytes. A multimap here stores a lone member as itself, a few in a list and switc
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
+
+from grouper.model.bounded import BoundedMemo
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T", bound=Hashable)
@@ -80,15 +82,13 @@ class Interner:
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
-        self._table: dict[object, object] = {}
+        self._table: BoundedMemo[Any, Any] = BoundedMemo(max_entries)
 
     def __call__(self, value: V) -> V:
         got = self._table.get(value)
         if got is not None:
-            return got  # type: ignore[return-value]
-        if len(self._table) >= self.max_entries:
-            self._table.clear()
-        self._table[value] = value
+            return got
+        self._table.put(value, value)
         return value
 
     def __len__(self) -> int:

@@ -25,6 +25,7 @@ import orjson
 from grouper import __version__
 from grouper.kube.config import ClusterConfig
 from grouper.kube.http1 import Http1Pool, header_lines
+from grouper.model.bounded import BoundedMemo
 from grouper.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class KubeClient:
         self.user_agent = user_agent
         self.limiter = RateLimiter(qps, burst)
         self._timeout = request_timeout
-        self._header_sets: dict[tuple[str, str | None, str], bytes] = {}
+        self._header_sets: BoundedMemo[tuple[str, str | None, str], bytes] = BoundedMemo(16)  # rotated tokens
         self.last_success: float | None = None  # monotonic time of the last 2xx answer or watch line
         ssl_context = config.ssl_context()
         # watches (streams) go through aiohttp; every other request through the leaner HTTP/1.1 pool
@@ -194,10 +195,8 @@ class KubeClient:
         token = self.config.bearer() or ""
         cached = self._header_sets.get((token, content_type, accept))
         if cached is None:
-            if len(self._header_sets) > 16:  # rotated credentials: drop the old ones
-                self._header_sets.clear()
             headers = {"Accept": accept, **self._headers(content_type)}
-            cached = self._header_sets[(token, content_type, accept)] = header_lines(headers)
+            cached = self._header_sets.put((token, content_type, accept), header_lines(headers))
         return cached
 
     def _count(self, method: str, path: str, params: Mapping[str, Any] | None, code: int | str) -> None:

@@ -3,6 +3,8 @@
 # No ``from __future__ import annotations`` here: it would shadow the ``annotations`` helper below.
 from typing import Any, NamedTuple
 
+from grouper.model.bounded import BoundedMemo
+
 Obj = dict[str, Any]
 
 
@@ -24,9 +26,7 @@ class GVK(NamedTuple):
             group, _, version = api_version.rpartition("/")
             gvk = cls(group, version, kind)
             if cls is GVK:
-                if len(_GVKS) >= _GVKS_MAX:
-                    _GVKS.clear()
-                _GVKS[(api_version, kind)] = gvk
+                _GVKS.put((api_version, kind), gvk)
         return gvk
 
     @classmethod
@@ -41,8 +41,7 @@ class GVK(NamedTuple):
         return f"{self.kind}.{self.version}.{self.group}" if self.group else f"{self.kind}.{self.version}"
 
 
-_GVKS: dict[tuple[str, str], GVK] = {}
-_GVKS_MAX = 1024
+_GVKS: BoundedMemo[tuple[str, str], GVK] = BoundedMemo(1024)
 
 
 def meta(obj: Obj) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from typing import Any
 import orjson
 
 from grouper.core.context import GroupingContext
+from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, dig, name, namespace, uid
 from grouper.model.podgroup import (
@@ -151,8 +152,7 @@ def _sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> list[SubGroup]:
 # (content, not identity: an object changed in place gets its own entry); each pod's metadata shares
 # the kept objects except the sub-group it joins, a copy naming the pod (nothing changes a decision's
 # sub-groups after it is made: merging copies them). Cleared when full.
-_SHARED: dict[bytes, tuple[tuple[SubGroup, ...], dict[str, int]]] = {}
-_SHARED_SIZE = 64
+_SHARED: BoundedMemo[bytes, tuple[tuple[SubGroup, ...], dict[str, int]]] = BoundedMemo(64)
 
 
 def _shared_sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> tuple[tuple[SubGroup, ...], dict[str, int]]:
@@ -170,9 +170,7 @@ def _shared_sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> tuple[tuple[SubG
         groups = tuple(_sub_groups(js, rjobs))
         shared = groups, {sg.name: i for i, sg in reversed(list(enumerate(groups)))}
         if key:
-            if len(_SHARED) >= _SHARED_SIZE:
-                _SHARED.clear()
-            _SHARED[key] = shared
+            _SHARED.put(key, shared)
     return shared
 
 

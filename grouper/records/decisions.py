@@ -28,12 +28,13 @@ import orjson
 
 from grouper.core.decision import Decision
 from grouper.kube.compact import Interner, Members, add_member, discard_member, members
+from grouper.model.bounded import BoundedMemo
 from grouper.model.podgroup import OwnerRef
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
-_RENDERED_TIMES: dict[float, str] = {}
+_RENDERED_TIMES: BoundedMemo[float, str] = BoundedMemo(4096)
 
 
 def _render_time(t: float | None) -> str | None:
@@ -45,9 +46,7 @@ def _render_time(t: float | None) -> str | None:
 def _rendered(t: float) -> str:
     text = _RENDERED_TIMES.get(t)
     if text is None:
-        if len(_RENDERED_TIMES) >= 4096:
-            _RENDERED_TIMES.clear()
-        text = _RENDERED_TIMES[t] = datetime.fromtimestamp(t, UTC).strftime(_FORMAT)
+        text = _RENDERED_TIMES.put(t, datetime.fromtimestamp(t, UTC).strftime(_FORMAT))
     return text
 
 
@@ -109,10 +108,8 @@ class _Shared:
         got = _RENDERED_SHARED.get(self)
         if got is not None and got[0] == namespace:
             return got[1]
-        if len(_RENDERED_SHARED) >= 1024:
-            _RENDERED_SHARED.clear()
         fields = self.fields(namespace)
-        _RENDERED_SHARED[self] = (namespace, fields)
+        _RENDERED_SHARED.put(self, (namespace, fields))
         return fields
 
     @property
@@ -183,7 +180,7 @@ def _message(stored: str | tuple[str], pod_group: str | None, sub_group: str | N
     return stored[0].replace(_PG, pod_group or "").replace(_SG, sub_group or "")
 
 
-_RENDERED_SHARED: dict[_Shared, tuple[str, Record]] = {}
+_RENDERED_SHARED: BoundedMemo[_Shared, tuple[str, Record]] = BoundedMemo(1024)
 
 
 def _shared_inputs(d: Decision) -> tuple[Any, ...]:

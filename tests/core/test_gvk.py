@@ -16,7 +16,7 @@ def test_parses_core_and_grouped_api_versions() -> None:
 
 
 def test_made_up_kinds_do_not_grow_the_table_without_bound() -> None:
-    for i in range(3 * objects._GVKS_MAX):
+    for i in range(3 * objects._GVKS.limit):
         assert GVK.from_api_version(f"evil{i}.example.com/v1", f"K{i}") == GVK(f"evil{i}.example.com", "v1", f"K{i}")
-    assert len(objects._GVKS) <= objects._GVKS_MAX
+    assert len(objects._GVKS) <= objects._GVKS.limit
     assert GVK.from_api_version("v1", "Pod") == GVK("", "v1", "Pod")

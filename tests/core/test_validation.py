@@ -110,6 +110,6 @@ def test_a_kept_answer_is_the_answer_and_the_memo_stays_bounded() -> None:
     assert validate_pod_group(bad) == validation._validate(bad), "callers get their own list"
     renamed = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("b", 1)])
     assert validate_pod_group(renamed) == []  # another key, its own answer
-    for i in range(validation._MEMO_SIZE + 5):
+    for i in range(validation._MEMO.limit + 5):
         validate_pod_group(md(min_member=i + 1))
-    assert len(validation._MEMO) <= validation._MEMO_SIZE
+    assert len(validation._MEMO) <= validation._MEMO.limit
