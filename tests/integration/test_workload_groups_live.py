@@ -139,6 +139,18 @@ def test_members_leave_and_come_back_and_the_group_releases_them(bare: tuple[Loc
     with GrouperThread(cluster, ns):
         wait_until(lambda: as_planned(kube, ns, want), 60, interval=0.25, what="the group rendered")
 
+        # the Deployment scales up: its new pod joins the rendered PodGroup, in the Deployment's leaf
+        sibling = next(o for o in submitted if o["kind"] == "Pod" and o["metadata"]["name"] in dep_pods)
+        leaf = next(p["subGroup"] for p in want["pods"] if p["name"] == sibling["metadata"]["name"])
+        extra = {"apiVersion": "v1", "kind": "Pod", "spec": sibling["spec"] | {"nodeName": None},
+                 "metadata": {"name": "llm-chat-7d9c8b6f5d-extra", "labels": sibling["metadata"]["labels"],
+                              "ownerReferences": sibling["metadata"]["ownerReferences"]}}
+        kube.create(f"/api/v1/namespaces/{ns}/pods", extra)
+        dep_pods.add("llm-chat-7d9c8b6f5d-extra")
+        wait_until(lambda: place(stored(kube, ns)[1]["llm-chat-7d9c8b6f5d-extra"]) == (rendered, leaf), 60,
+                   interval=0.25, what="the new pod placed in the Deployment's leaf of the rendered PodGroup")
+        grouped.add("llm-chat-7d9c8b6f5d-extra")
+
         # the Deployment leaves: its pods go back to a PodGroup of its own; the group (2 of 3) is incomplete,
         # so nothing is rendered and the others name the unwritten PodGroup with no sub-group (the gate)
         kube.patch(dep_path, {"metadata": {"annotations": {wg.WORKLOAD_GROUP_ANNOTATION: None}}})
@@ -228,3 +240,32 @@ def test_an_invalid_group_says_so_and_keeps_its_members_gated(bare: tuple[LocalC
         kube.patch(inner_path, {"metadata": {"annotations": {wg.WORKLOAD_GROUP_ANNOTATION: "another"}}})
         wait_until(lambda: invalid("claimed by two groups"), 60, interval=0.25, what="status: claimed by two groups")
         wait_until(gated, 60, interval=0.25, what="gated again")
+
+
+def test_a_member_the_grouper_steps_aside_from_cannot_join(bare: tuple[LocalCluster, Kube]) -> None:
+    """A member whose pods the grouper leaves alone (``kai.scheduler/skip-podgrouper``: grouped by someone
+    else) cannot be merged: the group says so, on itself and on the member, and the others stay gated."""
+    cluster, kube = bare
+    name, ns = "finetune-and-serve", "wg-stepped-aside"
+    want, submitted = setup(kube, name, ns)
+    rendered = rendered_name(ns, name)
+    job = next(o for o in submitted if o["kind"] == "PyTorchJob")
+    lws_pods = [p["name"] for p in want["pods"] if p["podGroup"] and not p["name"].startswith(job["metadata"]["name"])]
+    assert lws_pods
+    with GrouperThread(cluster, ns):
+        wait_until(lambda: as_planned(kube, ns, want), 60, interval=0.25, what="the group rendered")
+        kube.patch(f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs/{job['metadata']['name']}",
+                   {"metadata": {"annotations": {"kai.scheduler/skip-podgrouper": "true"}}})
+
+        def refused() -> bool:
+            status = kube.get(group_path(ns, name)).get("status") or {}
+            conds = {c["type"]: c for c in status.get("conditions") or []}
+            return "cannot join" in conds.get("InputsResolved", {}).get("message", "")
+
+        wait_until(refused, 60, interval=0.25, what="status: the PyTorchJob cannot join")
+        wait_until(lambda: rendered not in stored(kube, ns)[0]
+                   and all(place(stored(kube, ns)[1][p]) == (rendered, None) for p in lws_pods),
+                   60, interval=0.25, what="no rendered PodGroup, the LeaderWorkerSet's pods gated")
+        for kind, member in ((wg.KIND, name), ("PyTorchJob", job["metadata"]["name"])):
+            wait_until(lambda k=kind, m=member: any("cannot join" in w for w in warnings_on(kube, ns, k, m)),
+                       30, what=f"a Warning Event on {kind} {member}")
