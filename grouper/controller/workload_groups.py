@@ -189,7 +189,7 @@ class WorkloadGroups:
         workloads: membership lives on the owners, which the pods' index does not key)."""
         out = []
         for wl in self.index.workloads():
-            if wl.namespace != namespace or is_group_key(wl) or wl.kind == "Pod":
+            if wl.namespace != namespace or is_group_key(wl):
                 continue
             obj = self._top_owner(wl)
             if obj is None:
