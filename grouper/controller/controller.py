@@ -38,6 +38,7 @@ from grouper.controller.reconciler import (
 from grouper.controller.resync import Kinds, Resyncer
 from grouper.controller.supervisor import Supervisor
 from grouper.controller.workers import WorkerPool
+from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import Lookups
@@ -197,6 +198,14 @@ class Controller:
             plans=self.plans,
             batch_window=settings.batch_window,
         )
+        # WorkloadGroups (KAI backend): a group's key is reconciled by them; a member's pass hands over to it
+        self.groups: WorkloadGroups | None = None
+        if settings.backend != "upstream":
+            self.groups = WorkloadGroups(
+                cache=self.cache, index=self.index, reconciler=self.reconciler, store=self.store,
+                enqueue=self.queue.add, routing=self.handlers.routing,
+            )
+            self.reconciler.groups = self.groups
         # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions) may change any
         # decision of the workloads it names; a new leader only checks every workload (its kept decisions
         # stand: the handlers invalidate them on every change, leader or not). In the background lane.
@@ -247,6 +256,12 @@ class Controller:
                 raise RuntimeError(f"cannot watch {gvk}: {res}")
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
+        if self.groups is not None:  # optional: without the CRD, workloads are grouped alone
+            res = await self.cache.ensure(WORKLOADGROUP)
+            if res != "ready":
+                log.info("not watching %s (%s): workload groups are off until it is served", WORKLOADGROUP, res)
+                if res == "absent":
+                    self._spawn(self._retry_kind(WORKLOADGROUP, 60.0))
         await self.cache.start_defaults_configmap()
         self._spawn(self._expire_plans())
         self._started = True
@@ -413,6 +428,9 @@ class Controller:
         if gvk == KARTA:
             if self.karta_sync is not None:
                 self.karta_sync.attach(informer)
+        elif gvk == WORKLOADGROUP:
+            if self.groups is not None:
+                self.groups.attach(informer)
         elif gvk == CONFIGMAP:  # the defaults ConfigMap: any decision may read it
             informer.add_handler(lambda *_: self.resync.request() if informer.synced.is_set() else None)
         else:
@@ -453,7 +471,7 @@ class Controller:
 # Kinds the controller itself caches, whatever the allow-list says (never ConfigMaps: only the one
 # defaults ConfigMap is watched, through its own name-selected informer).
 _ALWAYS: frozenset[tuple[str, str]] = frozenset(
-    (g.group, g.kind) for g in (POD, PODGROUP, NAMESPACE, PRIORITY_CLASS, KARTA)
+    (g.group, g.kind) for g in (POD, PODGROUP, NAMESPACE, PRIORITY_CLASS, KARTA, WORKLOADGROUP)
 )
 
 __all__ = ["Controller", "ControllerSettings"]

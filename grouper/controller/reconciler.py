@@ -194,6 +194,9 @@ class Reconciler:
             writer=self.writer,
             recorder=self.recorder,
         )
+        # the WorkloadGroups (controller/workload_groups.py), set by the controller: a group's key is reconciled
+        # there, and a member workload's pass hands it over instead of writing its own PodGroups
+        self.groups: Any = None
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -207,17 +210,23 @@ class Reconciler:
         return result
 
     async def _reconcile(self, wl: WorkloadKey) -> Result:
+        if self.groups is not None and self.groups.handles(wl):
+            return await self.groups.reconcile(wl)
         found = self._live_pods(wl)
         if found is None:
             self.index.forget(wl)
             self.store.forget_workload(str(wl))
             self.plans.invalidate(wl)
             self._patch_failures.pop(wl, None)
+            if self.groups is not None:
+                self.groups.gone(wl)
             return Result()
         pods, terminal = found
         plan = await self.plan(wl, pods)
         if isinstance(plan, Result):
             return plan
+        if self.groups is not None and self.groups.claim(wl, plan):
+            return Result(plugin=plan.plugin)  # a member of a WorkloadGroup: the group writes for it
         return await self._apply(wl, plan, len(terminal))
 
     async def predecide(self, wl: WorkloadKey) -> int:

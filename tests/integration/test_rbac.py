@@ -40,10 +40,12 @@ ALLOWED_UNUSED: dict[tuple[str, str], str] = {
     ("delete", "podgroups"): "removing PodGroups the grouper created that no pod names any more (issue 10, item 7)",
     ("patch", "events"): "bumping the count of a repeated Warning, at most once per 60 s (grouper/writer/events.py)",
     ("create", "leases"): "the first election in a cluster creates the Lease; later ones update it",
+    ("patch", "workloadgroups/status"): "a WorkloadGroup's status (grouper/controller/workload_groups.py); this "
+                                        "run has no WorkloadGroup (tests/integration/test_workload_groups_live.py)",
 }
 # The grouper's own kinds; every other rule of the ClusterRole is an owner kind it walks ownerReferences to.
 OWN_RESOURCES = {"pods", "podgroups", "kartas", "priorityclasses", "namespaces", "events", "tokenreviews",
-                 "subjectaccessreviews", "leases", "configmaps"}
+                 "subjectaccessreviews", "leases", "configmaps", "workloadgroups", "workloadgroups/status"}
 OWNER_VERBS = {"get", "list", "watch"}  # list + watch: the owner informer; get: /workloads/...?live=true
 
 
@@ -208,7 +210,7 @@ def test_every_granted_right_is_used(cluster: Any, kube: Kube, namespace: str, t
         if (verb, res) not in used and (verb, res) not in ALLOWED_UNUSED:
             unused.append(f"{verb} {res} ({', '.join(sorted(g or 'core' for g in groups))})")
     cached = ["configmaps (core)", "kartas (run.ai)", "namespaces (core)", "podgroups (scheduling.run.ai)",
-              "pods (core)", "priorityclasses (scheduling.k8s.io)"]
+              "pods (core)", "priorityclasses (scheduling.k8s.io)", "workloadgroups (grouper.kai-pod-grouper.io)"]
     if streaming:  # every cache was filled by a streaming list: no LIST at all
         assert unused == [f"list {r}" for r in cached], unused
         assert not [k for k in used if k[0] == "list"], sorted(used)

@@ -1,0 +1,452 @@
+"""WorkloadGroups in the controller: several workloads admitted as one KAI PodGroup (docs/workload-groups.md).
+
+A group is reconciled under its own queue key (:func:`group_key`: a ``WorkloadKey`` of kind
+``WorkloadGroup``), level-triggered from the caches:
+
+1. **Members**: the workloads of the group's namespace (the workload index) whose top owner carries
+   ``kai.scheduler/workload-group: <group>``. Each is planned on the one planning path
+   (:meth:`Reconciler.plan`, every pod decided afresh so the membership rules see every decision) and
+   :func:`grouper.core.workload_group_members.collect` applies the membership rules (a second claim on an
+   owner in between, a member whose pods the grouper does not group).
+2. **Render** (:func:`grouper.core.workload_group.render_kai`): complete and valid, one PodGroup owned by
+   the WorkloadGroup, written through the PodGroup writer; otherwise nothing is written (a stored one is
+   deleted) and every member pod names the rendered PodGroup's name with no sub-group — the gate.
+3. **Pods**: patched through the pod patcher (fire and track); the members' own PodGroups that no pod
+   names any more are deleted once the patches moving their pods have landed (the last one re-queues).
+4. **Status** (``observedMembers``, ``renderedPodGroupRef``, ``InputsResolved``, ``Rendered``, ``Active``),
+   written through the status subresource only when it changed; an invalid group is a Warning Event on the
+   group and on each member, and an error on the PodGroup record (``/podgroups``).
+
+A member workload's own pass hands it over (:meth:`WorkloadGroups.claim`, the reconciler's hook): while
+its group object exists it writes no PodGroup and patches no pod of its own. **Without the object** (never
+created, deleted, or the CRD not served) the annotation is not honoured: each workload is grouped alone —
+a deleted group must release its members, and a level-triggered controller cannot tell "deleted" from
+"not created yet". Create the WorkloadGroup before (or in the same apply as) its workloads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from grouper.controller.handlers import strip_volatile
+from grouper.controller.reconciler import (
+    AWAIT_CACHE_SECONDS,
+    OWNER_GONE_REASONS,
+    POD_PODGROUP_INDEX,
+    PODGROUP_OWNER_INDEX,
+    YOUNG_POD_SECONDS,
+    Reconciler,
+    Result,
+    _age,
+)
+from grouper.controller.workloads import WorkloadIndex, WorkloadKey
+from grouper.core.decision import Decision
+from grouper.core.grouping import is_terminal
+from grouper.core.workload_group import GroupRender, render_kai, rendered_name
+from grouper.core.workload_group_members import collect
+from grouper.core.workload_group_status import active_condition, same_status, with_times
+from grouper.core.workload_plan import PlannedGroup, WorkloadPlan
+from grouper.kube.cache import POD, PODGROUP, PRIORITY_CLASS, ClusterCache
+from grouper.kube.informer import MODIFIED, Informer
+from grouper.kube.transport import ApiError
+from grouper.model import objects as o
+from grouper.model import workload_group as wg
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef
+from grouper.records.decisions import DecisionStore
+from grouper.writer.events import InvolvedObject
+from grouper.writer.failures import failure_message, is_terminal_error
+from grouper.writer.podgroups import NotLeader
+from grouper.writer.pods import PatchResult
+
+log = logging.getLogger(__name__)
+
+WORKLOADGROUP = GVK(wg.GROUP, wg.VERSION, wg.KIND)
+ROUTING_RETRY_SECONDS = 0.5
+CAUSE = "WorkloadGroup"
+
+
+def group_key(namespace: str, name: str) -> WorkloadKey:
+    return WorkloadKey(namespace, wg.GROUP, wg.KIND, name)
+
+
+def is_group_key(wl: WorkloadKey) -> bool:
+    return wl.kind == wg.KIND and wl.group == wg.GROUP
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
+    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
+
+
+@dataclass
+class _Members:
+    """What the group pass planned: each member workload's plan, and every decision among them."""
+
+    plans: dict[WorkloadKey, WorkloadPlan] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    groups: list[PlannedGroup] = field(default_factory=list)
+    pods: dict[str, Obj] = field(default_factory=dict)  # "namespace/name" -> pod
+
+
+class WorkloadGroups:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        index: WorkloadIndex,
+        reconciler: Reconciler,
+        store: DecisionStore,
+        enqueue: Callable[[WorkloadKey], None],
+        routing: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """``routing``: whether pods are still being routed to workloads (after a start): a group pass
+        then waits, so it never renders from a half-filled index and writes what the next pass undoes."""
+        self.cache, self.index, self.reconciler, self.store = cache, index, reconciler, store
+        self.writer, self.patcher, self.recorder = reconciler.writer, reconciler.patcher, reconciler.recorder
+        self.enqueue, self.routing = enqueue, routing
+        self._member_of: dict[WorkloadKey, WorkloadKey] = {}  # member workload -> the group its last pass joined
+        self._in_flight: dict[WorkloadKey, int] = {}  # group -> pod patches on their way
+        self._owed: set[WorkloadKey] = set()  # groups to pass again once their patches land
+
+    # ------------------------------------------------------------------ events
+
+    def attach(self, informer: Informer) -> None:
+        informer.add_handler(self.on_group)
+
+    def on_group(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        # our own status writes change nothing a pass reads
+        if etype == MODIFIED and old is not None and strip_volatile(old, False) == strip_volatile(obj, False):
+            return
+        self.enqueue(group_key(o.namespace(obj), o.name(obj)))
+
+    def handles(self, wl: WorkloadKey) -> bool:
+        return is_group_key(wl)
+
+    def _group_object(self, namespace: str, name: str) -> Obj | None:
+        """The WorkloadGroup as cached; None when absent, being deleted, or the CRD not served."""
+        inf = self.cache.informer(WORKLOADGROUP)
+        obj = inf.get(namespace, name) if inf is not None and inf.synced.is_set() else None
+        if obj is None or o.meta(obj).get("deletionTimestamp"):
+            return None
+        return obj
+
+    # ------------------------------------------------------------------ the member's own pass (hooks)
+
+    def claim(self, wl: WorkloadKey, plan: WorkloadPlan) -> bool:
+        """A workload's own pass planned ``plan``: True when its group writes for it (it is a member of a
+        WorkloadGroup that exists), so the pass writes nothing of its own. A group it left is queued."""
+        name = self._annotated(wl, plan.workload_ref)
+        key = group_key(wl.namespace, name) if name and self._group_object(wl.namespace, name) is not None else None
+        before = self._member_of.get(wl)
+        if before is not None and before != key:
+            self.enqueue(before)
+        if key is None:
+            self._member_of.pop(wl, None)
+            return False
+        self._member_of[wl] = key
+        self.enqueue(key)
+        return True
+
+    def gone(self, wl: WorkloadKey) -> None:
+        """A workload has no pods left: its group (if any) looks again."""
+        before = self._member_of.pop(wl, None)
+        if before is not None:
+            self.enqueue(before)
+
+    def _annotated(self, wl: WorkloadKey, ref: OwnerRef | None) -> str | None:
+        obj = self._top_owner(wl, ref)
+        if obj is None:
+            return None
+        try:
+            return wg.membership(obj)
+        except wg.InvalidWorkloadGroup:
+            return None  # grouped alone; the plan (grouper plan) and the membership errors say why
+
+    def _top_owner(self, wl: WorkloadKey, ref: OwnerRef | None = None) -> Obj | None:
+        if ref is not None:
+            try:
+                return self.cache.lookups().get(ref.api_version, ref.kind, wl.namespace, ref.name)
+            except Exception:  # not cached / not allowed: no annotation to read
+                return None
+        for gvk in list(self.cache.kinds):
+            if gvk.group == wl.group and gvk.kind == wl.kind:
+                inf = self.cache.informer(gvk)
+                obj = inf.get(wl.namespace, wl.name) if inf is not None else None
+                if obj is not None:
+                    return obj
+        return None
+
+    def _candidates(self, namespace: str, name: str) -> list[WorkloadKey]:
+        """Workloads of the namespace whose top owner names the group (a scan of the namespace's
+        workloads: membership lives on the owners, which the pods' index does not key)."""
+        out = []
+        for wl in self.index.workloads():
+            if wl.namespace != namespace or is_group_key(wl):
+                continue
+            obj = self._top_owner(wl)
+            if obj is None:
+                continue
+            try:
+                if wg.membership(obj) == name:
+                    out.append(wl)
+            except wg.InvalidWorkloadGroup:
+                continue
+        return sorted(out)
+
+    # ------------------------------------------------------------------ the group's pass
+
+    async def reconcile(self, key: WorkloadKey) -> Result:
+        if self.routing():
+            return Result(requeue_after=ROUTING_RETRY_SECONDS)
+        ns, name = key.namespace, key.name
+        obj = self._group_object(ns, name)
+        candidates = self._candidates(ns, name)
+        involved = InvolvedObject(wg.API_VERSION, wg.KIND, ns, name, o.uid(obj) if obj is not None else "")
+        if obj is None:
+            return await self._release(key, candidates)
+
+        spec: wg.WorkloadGroup | None = None
+        spec_error: str | None = None
+        try:
+            spec = wg.parse(obj)
+        except wg.InvalidWorkloadGroup as exc:
+            spec_error = str(exc)
+        found = await self._plan_members(candidates)
+        if not isinstance(found, _Members):
+            return found
+        membership = collect(found.decisions, found.groups, self.cache.lookups(), (), found.pods)
+        members = membership.members.get((ns, name), [])
+        render = render_kai(ns, name, spec, members, self._priority_values(), spec_error=spec_error)
+        for wl, plan in found.plans.items():
+            self._member_of[wl] = key
+            for _, d in plan.decided:
+                self.store.record_decision(d, str(wl))
+        return await self._apply(key, obj, involved, render, found)
+
+    async def _plan_members(self, candidates: list[WorkloadKey]) -> _Members | Result:
+        out = _Members()
+        pods_inf = self.cache.informer(POD)
+        assert pods_inf is not None
+        for wl in candidates:
+            pods = [p for k in sorted(self.index.pods_of(wl)) if (p := pods_inf.get(*k)) is not None
+                    and not is_terminal(p)]
+            if not pods:
+                continue
+            # every pod decided afresh: the membership rules read each decision's owner chain and outcome
+            self.reconciler.plans.invalidate(wl)
+            plan = await self.reconciler.plan(wl, pods)
+            if not isinstance(plan, WorkloadPlan):
+                if plan.errors or plan.requeue_after is not None:
+                    return Result(list(plan.errors), requeue_after=plan.requeue_after)
+                continue
+            if any(d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS
+                   for pod, d in plan.decided):
+                # a new pod whose owner's watch event is just behind (as the workload's own pass does): wait
+                # quietly rather than report the group invalid for a moment
+                return Result(requeue_after=AWAIT_CACHE_SECONDS)
+            out.plans[wl] = plan
+            out.decisions.extend(d for _, d in plan.decided)
+            out.groups.extend(plan.groups)
+            out.pods.update({f"{wl.namespace}/{n}": p for n, p in plan.pods.items()})
+        return out
+
+    def _priority_values(self) -> dict[str, int]:
+        inf = self.cache.informer(PRIORITY_CLASS)
+        out: dict[str, int] = {}
+        for pc in inf.list() if inf is not None else ():
+            value = pc.get("value")
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[o.name(pc)] = value
+        return out
+
+    async def _apply(self, key: WorkloadKey, obj: Obj, involved: InvolvedObject, render: GroupRender,
+                     found: _Members) -> Result:
+        ns = key.namespace
+        result = Result(plugin="workload-group")
+        pg_name = render.pod_group_name
+        op: str | None = None
+        write_error: str | None = None
+        if render.pod_group is not None:
+            try:
+                op = await self.writer.apply(render.pod_group)
+            except ApiError as e:
+                write_error = f"PodGroup {ns}/{pg_name}: write failed: {failure_message(e)}"
+                result.errors.append(write_error)
+                result.terminal = is_terminal_error(e)
+            if op in ("created", "updated"):
+                result.written += 1
+                log.info("PodGroup %s %s for WorkloadGroup %s", pg_name, op, key.name,
+                         extra={"podgroup": pg_name, "workload": str(key)})
+            self.index.set_pod_groups(key, [(ns, pg_name)])  # changed by someone else: this key puts it right
+        else:
+            self.index.set_pod_groups(key, ())
+            result.written += await self._delete_rendered(ns, pg_name)
+        stored = render.pod_group is not None and write_error is None and (
+            op is not None or self.writer.current(ns, pg_name) is not None)
+
+        # member pods: placed in the rendered PodGroup (or, until it is, gated on its name)
+        unplaced = 0
+        if render.pod_group is None or stored:
+            landed = self._landing(key)
+            for ref, (pg, sub) in sorted(render.placement.items()):
+                pod = found.pods.get(f"{ns}/{ref}")
+                if pod is None:
+                    continue
+                heading = self.patcher.heading(ns, ref)
+                if heading is not None:
+                    unplaced += heading != (pg, sub)
+                    if heading != (pg, sub):
+                        self._owed.add(key)
+                    continue
+                if not self.patcher.needed(pod, pg, sub):
+                    continue
+                unplaced += 1
+                self._in_flight[key] = self._in_flight.get(key, 0) + 1
+                self.patcher.start(pod, pg, sub, landed)
+                result.written += 1
+        else:
+            unplaced = len(render.placement)
+
+        # the members' own PodGroups no pod names any more (once the patches moving their pods landed)
+        if not result.errors:
+            deleted, later = await self._delete_own(ns, found)
+            result.written += deleted
+            if later:
+                self._owed.add(key)
+
+        await self._report(involved, render, found)
+        self.store.record_pod_group(
+            ns, pg_name, workload=str(key),
+            desired=render.pod_group.to_object() if render.pod_group is not None else None,
+            operation=op, pods=sorted(render.placement), notes=[*render.notes, *render.pending],
+            error=write_error or ("; ".join(render.errors) if render.errors else None),
+            stored=stored,
+        )
+        self.store.record_workload(
+            str(key), pods=len(render.placement), podGroups=[pg_name] if stored else [], plugin="workload-group",
+            result="failed" if render.errors else "ok", error="; ".join(render.errors[:3]) or None,
+        )
+        status = render.status()
+        status["conditions"].append(active_condition(render.pod_group is not None, stored, unplaced))
+        try:
+            result.written += await self._write_status(obj, status)
+        except ApiError as e:
+            result.errors.append(f"WorkloadGroup {ns}/{key.name}: status not written: {failure_message(e)}")
+            result.terminal = result.terminal or is_terminal_error(e)
+        if render.errors and not result.errors:
+            result.errors.extend(render.errors)
+            result.terminal = True  # waits for a change of the group or a member
+        return result
+
+    async def _release(self, key: WorkloadKey, candidates: list[WorkloadKey]) -> Result:
+        """The group object is gone (or never was): its members are grouped alone again, the rendered
+        PodGroup goes (the garbage collector removes it too: it is owned by the group)."""
+        for wl in candidates:
+            if self._member_of.get(wl) == key:
+                self.enqueue(wl)
+        for wl, k in list(self._member_of.items()):
+            if k == key and wl not in candidates:
+                self.enqueue(wl)
+        self.index.set_pod_groups(key, ())
+        written = await self._delete_rendered(key.namespace, rendered_name(key.namespace, key.name))
+        self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))
+        self.store.forget_workload(str(key))
+        return Result(plugin="workload-group", written=written)
+
+    async def _delete_rendered(self, namespace: str, name: str) -> int:
+        stored = self.writer.current(namespace, name)
+        if stored is None or not any(r.get("kind") == wg.KIND and str(r.get("apiVersion") or "").startswith(wg.GROUP)
+                                     for r in o.owner_references(stored)):
+            return 0  # not there, or not ours to delete
+        if await self.writer.delete(namespace, name, o.uid(stored)):
+            self.store.forget_pod_group(namespace, name)
+            log.info("PodGroup %s deleted: its WorkloadGroup is not rendered", name, extra={"podgroup": name})
+            return 1
+        return 0
+
+    async def _delete_own(self, namespace: str, found: _Members) -> tuple[int, bool]:
+        """Delete the PodGroups owned by the members' top owners that no pod names; and whether more will
+        be once the patches on their way land."""
+        pgs, pods = self.cache.informer(PODGROUP), self.cache.informer(POD)
+        if pgs is None or pods is None:
+            return 0, False
+        deleted, later = 0, False
+        for plan in found.plans.values():
+            if plan.workload_ref is None or not plan.workload_ref.uid:
+                continue
+            for pg in pgs.by_index(PODGROUP_OWNER_INDEX, plan.workload_ref.uid):
+                name = o.name(pg)
+                if o.namespace(pg) != namespace or self.writer.current(namespace, name) is None:
+                    continue
+                namers = [p for p in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{name}")
+                          if o.annotations(self.patcher.current(p)).get(POD_GROUP_ANNOTATION) == name]
+                if namers:
+                    later = later or any(self.patcher.heading(namespace, o.name(p)) is not None for p in namers)
+                    continue
+                if await self.writer.delete(namespace, name, o.uid(pg)):
+                    deleted += 1
+                    self.store.forget_pod_group(namespace, name)
+                    log.info("PodGroup %s deleted: its workload is in a WorkloadGroup", name,
+                             extra={"podgroup": name})
+        return deleted, later
+
+    def _landing(self, key: WorkloadKey) -> Callable[[Obj, PatchResult | Exception], Any]:
+        async def landed(pod: Obj, outcome: PatchResult | Exception) -> None:
+            if isinstance(outcome, Exception):
+                log.warning("Pod %s/%s: cannot place it in its WorkloadGroup's PodGroup: %s", o.namespace(pod),
+                            o.name(pod), outcome, extra={"pod": f"{o.namespace(pod)}/{o.name(pod)}"})
+                self._owed.add(key)
+            left = self._in_flight.get(key, 1) - 1
+            if left > 0:
+                self._in_flight[key] = left
+                return
+            self._in_flight.pop(key, None)
+            # the group looks again: Active, and the members' own PodGroups no pod names any more
+            self._owed.discard(key)
+            self.enqueue(key)
+
+        return landed
+
+    async def _report(self, involved: InvolvedObject, render: GroupRender, found: _Members) -> None:
+        members = [_involved(p.workload_ref, involved.namespace) for p in found.plans.values()
+                   if p.workload_ref is not None]
+        cause = f"{CAUSE}/{involved.name}"
+        if not render.errors:
+            self.recorder.clear(involved, CAUSE)
+            for m in members:
+                self.recorder.clear(m, cause)
+            return
+        message = "; ".join(render.errors)
+        if await self.recorder.report(involved, CAUSE, message):
+            log.warning("%s", message, extra={"workload": f"{wg.KIND} {involved.namespace}/{involved.name}"})
+        for m in members:
+            await self.recorder.report(m, cause, message)
+
+    async def _write_status(self, obj: Obj, status: dict[str, Any]) -> int:
+        stored = obj.get("status") if isinstance(obj.get("status"), dict) else None
+        if same_status(status, stored):
+            return 0
+        if not self.writer.can_write():
+            raise NotLeader()
+        res = await self.cache.discovery.resolve(WORKLOADGROUP)
+        if res is None:
+            return 0
+        body = {"status": with_times(status, stored, _now())}
+        try:
+            await self.writer.client.merge_patch(res.path(o.namespace(obj), o.name(obj), "status"), body)
+        except ApiError as e:
+            if e.not_found:
+                return 0
+            raise
+        return 1
+
+
+__all__ = ["WORKLOADGROUP", "WorkloadGroups", "group_key", "is_group_key"]
