@@ -361,7 +361,8 @@ def decision_notes(decisions: Iterable[Any], limit: int) -> list[str]:
         grouped.setdefault((d.outcome, d.reason, d.message), []).append(d.pod_name)
     out = []
     for (outcome, reason, message), names in sorted(grouped.items()):
-        verb = "could not be grouped" if outcome in ("error", "failed") else "is not grouped"
+        verb = "could not be grouped" if outcome in ("error", "failed") else \
+            "is not grouped" if len(names) == 1 else "are not grouped"
         subject = f"pod {names[0]}" if len(names) == 1 else f"{len(names)} pods ({shown_names(sorted(names), limit)})"
         out.append(f"{subject} {verb} ({reason}): {message}".rstrip(": "))
     return out

@@ -18,14 +18,19 @@ import kai_status
 import pytest
 import yaml
 from api.workloads import create_bad_job, create_pytorchjob, pg_list, pods
+from clusters import REPO, cluster_fixture
 from controller.harness import GrouperThread, label_namespace
-from kube import Kube, wait_until
+from kube import Kube, fresh_namespace, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.api.models import GangView
 from grouper.cli import common
+from grouper.cli.commands.get import server_get
 from grouper.cli.gang_report import duration
 from grouper.cli.main import main
 from grouper.core.gang_state import parse_time
+from grouper.core.upstream import initially_scheduled
+from grouper.manifests import load_manifests
 
 KAI_PG = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/{name}"
 MESSAGE = "Not enough resources for the workload: node(s) didn't have enough resources: nvidia.com/gpu"
@@ -97,6 +102,16 @@ def test_kai_gang_from_grouping_to_waiting_admitted_and_degraded(
             (p["metadata"].get("annotations") or {}).get("pod-group-name") == pg for p in pods(kube, ns)),
             60, what="PodGroup and annotated pods")
         g.wait_idle(30)
+        # --server: STATE is what the grouper's /workloads says (`-` from a grouper that sends no state)
+        server = f"http://127.0.0.1:{g.service.http_port}"
+        sent = next(i for i in server_get(server, "/workloads", {"namespace": ns})["items"]
+                    if i["name"] == "llama-finetune")
+        code, out, _ = run_cli(capsys, "get", "workloads", "-n", ns, "--server", server, "-o", "wide")
+        assert code == 0, out
+        header, *rows = out.splitlines()
+        assert header.split()[4] == "STATE" and header.split()[-3:] == ["QUEUE", "WAITING", "REASON"]
+        row = next(r for r in rows if "llama-finetune" in r)
+        assert row.split()[4] == (sent.get("state") or "-")
 
     # 2. KAI's scheduler cannot place the gang: Waiting, with its reasons verbatim
     path = KAI_PG.format(ns=ns, name=pg)
@@ -211,3 +226,101 @@ def test_a_workload_whose_grouping_fails_is_in_error(
     assert first.startswith(f"Job {namespace}/{name} is Error: grouping it failed: ") and \
         "kai.scheduler/batch-min-member" in first
     assert "could not be grouped (InvalidWorkload)" in out
+
+
+# ----------------------------------------------------------------------------------------------- upstream
+
+# the gang tests' cluster (a real kube-scheduler, kwok nodes, the Workload API): one control plane for both
+sched_cluster = cluster_fixture("sched_cluster", scheduler=True)
+POOL_LABEL = "test.kai-pod-grouper.io/pool"
+SCHED = "scheduling.k8s.io/v1beta1"
+
+
+@pytest.fixture
+def skube(sched_cluster: LocalCluster) -> Iterator[Kube]:
+    with Kube.from_cluster(sched_cluster) as k:
+        yield k
+
+
+def unschedulable_pods(kube: Kube, ns: str) -> dict[str, dict[str, Any]]:
+    """Pod name -> its PodScheduled=False condition."""
+    out = {}
+    for p in pods(kube, ns):
+        c = next((c for c in p["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if c is not None and c.get("status") == "False":
+            out[p["metadata"]["name"]] = c
+    return out
+
+
+def upstream_pytorchjob(kube: Kube, ns: str, pool: str) -> str:
+    """The PyTorchJob example (master 1, workers 4) with its pods created as the training operator would and
+    put in their gang at creation as the grouper's webhook does (``spec.schedulingGroup``), 1 GPU each on
+    the nodes of ``pool``, for kube-scheduler. Returns the gang's PodGroup name."""
+    objs = [m.obj for m in load_manifests([REPO / "examples" / "pytorchjob.yaml"])]
+    # without the example's topology annotations: a required topology level the kwok nodes lack never fits
+    job = {**objs[0], "metadata": {k: v for k, v in objs[0]["metadata"].items() if k in ("name", "labels")}}
+    job = kube.create(f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs", job)
+    pg = f"pg-{job['metadata']['name']}-{job['metadata']['uid']}"
+    for raw in objs[1:]:
+        meta = {k: v for k, v in raw["metadata"].items() if k in ("name", "labels", "ownerReferences")}
+        meta["ownerReferences"] = [{**meta["ownerReferences"][0], "uid": job["metadata"]["uid"]}]
+        spec = {**raw["spec"], "schedulerName": "default-scheduler", "nodeSelector": {POOL_LABEL: pool},
+                "schedulingGroup": {"podGroupName": pg}}
+        spec["containers"] = [{**spec["containers"][0], "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]
+        kube.create(f"/api/v1/namespaces/{ns}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                                                     "spec": spec})
+    return pg
+
+
+def test_upstream_gang_waits_with_the_schedulers_reason_then_is_admitted(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, sched_cluster: LocalCluster, skube: Kube,
+) -> None:
+    pool = f"p-{uuid.uuid4().hex[:8]}"
+    sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})  # 4 GPUs: the gang of 5 does not fit
+    with fresh_namespace(skube, "w") as ns:
+        label_namespace(skube, ns)
+        pg = upstream_pytorchjob(skube, ns, pool)
+        t0 = first_created(skube, ns)
+        now = t0 + timedelta(hours=1)
+        monkeypatch.setattr(common, "now", lambda: now)
+        why = ("why", "pytorchjob/llama-finetune", "-n", ns, "--kubeconfig", sched_cluster.kubeconfig_path,
+               "--backend", "upstream", "--scheduler-name", "default-scheduler")
+        path = f"/apis/{SCHED}/namespaces/{ns}/podgroups/{pg}"
+        with GrouperThread(sched_cluster, ns, backend="upstream", scheduler_name="default-scheduler"):
+            wait_until(lambda: initially_scheduled(skube.get(path))[0] == "False" if skube.exists(path) else None,
+                       90, what="kube-scheduler found the gang unschedulable")
+            held = wait_until(lambda: len(h := unschedulable_pods(skube, ns)) == 5 and h, 30,
+                              what="the pods marked PodScheduled=False")
+            stored = skube.get(path)
+            cond = next(c for c in stored["status"]["conditions"] if c["type"] == "PodGroupInitiallyScheduled")
+            code, out, _ = run_cli(capsys, *why, "--limit", "0")
+            assert code == 0, out
+            assert out.startswith(f"PyTorchJob {ns}/llama-finetune is Waiting:")
+            assert f"PodGroup {pg} ({SCHED}, queue team-a)" in out, out
+            assert "  Needs: 5 scheduled pods (spec.schedulingPolicy.gang.minCount 5)." in out
+            assert "  Has: 5 present, 0 scheduled (5 GPUs requested)." in out
+            assert (f"    PodGroup PodGroupInitiallyScheduled, since {cond['lastTransitionTime']}: "
+                    f"{cond['reason']}: {cond['message']}") in out  # verbatim
+            # kube-scheduler's own words on the pods, verbatim too, grouped by message with the pods named
+            by_message: dict[tuple[str, str], list[str]] = {}
+            for name, c in held.items():
+                by_message.setdefault((c["reason"], c["message"]), []).append(name)
+            for (reason, message), names in by_message.items():
+                assert (f"PodScheduled=False ({', '.join(sorted(names))}): {reason}: {message}") in out
+
+            sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
+            wait_until(lambda: initially_scheduled(skube.get(path))[0] == "True", 90, what="the gang admitted")
+            stored = skube.get(path)
+            admitted = next(c for c in stored["status"]["conditions"] if c["type"] == "PodGroupInitiallyScheduled")
+            wait_until(lambda: all(p["spec"].get("nodeName") for p in pods(skube, ns)), 30, what="5 pods bound")
+            code, out, _ = run_cli(capsys, *why, "-o", "json")
+            assert code == 0
+            (gang,) = json.loads(out)["gangs"]
+            GangView.model_validate(gang)
+            at = parse_time(admitted["lastTransitionTime"])
+            assert at is not None
+            assert (gang["state"], gang["scheduled"], gang["admittedAt"]) == ("Admitted", 5, admitted["lastTransitionTime"])
+            assert gang["timeToAdmissionSeconds"] == (at - t0).total_seconds()
+            code, out, _ = run_cli(capsys, *why)
+            assert f"  Admitted at {admitted['lastTransitionTime']} after {duration((at - t0).total_seconds())}" in out
