@@ -122,10 +122,12 @@ class Gang:
     pods: tuple[str, ...] = ()  # the pods the scheduler counts in it
 
 
-def gang_now(pod_group: dict[str, Any], pods: Iterable[dict[str, Any]], *, now: datetime, queue: str = "") -> Gang:
+def gang_now(pod_group: dict[str, Any], pods: Iterable[dict[str, Any]], *, now: datetime, queue: str = "",
+             members: list[dict[str, Any]] | None = None) -> Gang:
     """The gang of a stored PodGroup and the pods the scheduler counts in it, as of ``now`` (no previous
-    state: the times come from the scheduler's records and the pods, see gang_state)."""
-    mine = members_of(pod_group, pods)
+    state: the times come from the scheduler's records and the pods, see gang_state). ``members``: its
+    member pods when the caller indexed them already (else they are picked from ``pods``)."""
+    mine = members if members is not None else members_of(pod_group, pods)
     try:
         spec: GangSpec | None = gang_of(pod_group, queue=queue)
         state = gang_state(spec, member_pods(mine), None, now=now)
@@ -424,9 +426,13 @@ def workload_gangs(pod_groups: Iterable[dict[str, Any]], pods: Sequence[dict[str
                    ) -> dict[tuple[str, str, str], list[Gang]]:
     """The gangs of the PodGroups by the workload that owns them ((namespace, kind, name) of the owner
     reference the grouper writes: the top owner)."""
-    by_ns: dict[str, list[dict[str, Any]]] = {}
+    kai: dict[tuple[str, str], list[dict[str, Any]]] = {}  # one pass over the pods, not one per PodGroup
+    upstream: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in pods:
-        by_ns.setdefault(o.namespace(p), []).append(p)
+        if name := o.annotations(p).get(POD_GROUP_ANNOTATION):
+            kai.setdefault((o.namespace(p), name), []).append(p)
+        if name := scheduling_group(p):
+            upstream.setdefault((o.namespace(p), name), []).append(p)
     out: dict[tuple[str, str, str], list[Gang]] = {}
     for pg in pod_groups:
         refs = [r for r in o.owner_references(pg) if isinstance(r, dict)]
@@ -434,7 +440,9 @@ def workload_gangs(pod_groups: Iterable[dict[str, Any]], pods: Sequence[dict[str
             continue
         owner = next((r for r in refs if r.get("controller")), refs[0])
         key = (o.namespace(pg), str(owner.get("kind") or ""), str(owner.get("name") or ""))
-        out.setdefault(key, []).append(gang_now(pg, by_ns.get(o.namespace(pg), []), now=now))
+        index = upstream if str(pg.get("apiVersion") or "").startswith("scheduling.k8s.io/") else kai
+        members = index.get((o.namespace(pg), o.name(pg)), [])
+        out.setdefault(key, []).append(gang_now(pg, (), now=now, members=members))
     return out
 
 

@@ -324,3 +324,20 @@ def test_upstream_gang_waits_with_the_schedulers_reason_then_is_admitted(
             assert gang["timeToAdmissionSeconds"] == (at - t0).total_seconds()
             code, out, _ = run_cli(capsys, *why)
             assert f"  Admitted at {admitted['lastTransitionTime']} after {duration((at - t0).total_seconds())}" in out
+            # get workloads finds the upstream PodGroup it owns (its pods by spec.schedulingGroup); no queue upstream
+            code, out, _ = run_cli(capsys, "get", "workloads", "-n", ns, "-o", "wide", "--kubeconfig",
+                                   sched_cluster.kubeconfig_path)
+            assert code == 0, out
+            row = next(r for r in out.splitlines() if "llama-finetune" in r)
+            assert row.split()[4] == "Admitted" and row.split()[-3:] == ["-", "-", "-"]
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["why", "a/b/c"], 2, "expected KIND/NAME or KIND NAME, got 'a/b/c'"),
+    (["why", "job/x", "--limit", "-1"], 2, "--limit must not be negative"),
+    (["why", "job/x", "--kubeconfig", "/nonexistent/kubeconfig"], 1, "cannot load kubeconfig"),
+])
+def test_why_usage_and_kubeconfig_errors(argv: list[str], code: int, message: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, err = run_cli(capsys, *argv)
+    assert (got, out) == (code, "") and message in err

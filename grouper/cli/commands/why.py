@@ -158,7 +158,8 @@ def report_live(args: argparse.Namespace, kube: Any, kind: str, wanted: str) -> 
     gangs = []
     for pg in sorted(mine, key=lambda x: (o.name(x), str(x.get("apiVersion")))):
         group = planned.get(o.name(pg))
-        gangs.append(gang_now(pg, inputs.pods, now=now, queue=group.metadata.queue or "" if group else ""))
+        queue = (group.metadata.queue or "") if group is not None else ""  # upstream PodGroups carry none
+        gangs.append(gang_now(pg, inputs.pods, now=now, queue=queue))
     written = {g.name for g in gangs}
     for name, group in sorted(planned.items()):
         if name not in written:
