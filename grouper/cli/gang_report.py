@@ -362,12 +362,19 @@ def decision_notes(decisions: Iterable[Any], limit: int) -> list[str]:
             continue
         grouped.setdefault((d.outcome, d.reason, d.message), []).append(d.pod_name)
     out = []
-    for (outcome, reason, message), names in sorted(grouped.items()):
+    items = sorted(grouped.items())
+    if limit > 0 and len(items) > limit:  # messages that name their pod make one group each: bounded too
+        rest = items[limit:]
+        items = items[:limit]
+        tail = [f"... and {len(rest)} more ({_plural(sum(len(n) for _, n in rest), 'pod')})"]
+    else:
+        tail = []
+    for (outcome, reason, message), names in items:
         verb = "could not be grouped" if outcome in ("error", "failed") else \
             "is not grouped" if len(names) == 1 else "are not grouped"
         subject = f"pod {names[0]}" if len(names) == 1 else f"{len(names)} pods ({shown_names(sorted(names), limit)})"
         out.append(f"{subject} {verb} ({reason}): {message}".rstrip(": "))
-    return out
+    return out + tail
 
 
 # ------------------------------------------------------------------------------------------ get workloads

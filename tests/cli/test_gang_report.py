@@ -111,6 +111,11 @@ def test_not_grouped_says_why_from_the_plan() -> None:
     notes = decision_notes(decisions, 3)
     assert notes == ["7 pods (p0, p1, p2 and 4 more) are not grouped (OtherScheduler): handled by scheduler "
                      "default-scheduler"]
+    own = [Decision("ns", f"q{i}", f"v{i}", "error", "OwnerNotFound", f"owner of pod ns/q{i} not found")
+           for i in range(5)]
+    assert decision_notes(own, 2) == ["pod q0 could not be grouped (OwnerNotFound): owner of pod ns/q0 not found",
+                                      "pod q1 could not be grouped (OwnerNotFound): owner of pod ns/q1 not found",
+                                      "... and 3 more (3 pods)"]
     text = render_why(WhyReport("batch/v1", "Job", "ns", "j", [], None, [], 7, notes), NOW)
     assert text.splitlines()[0] == "Job ns/j is Grouping: the grouper has not grouped it yet (no PodGroup in the cluster)."
     assert text.splitlines()[1] == "Why:"
