@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from grouper.core.config import GroupingConfig
 from grouper.runtime.settings import default_definitions_dir as settings_default_definitions_dir
 from grouper.runtime.settings import parse_bool
+
+
+def now() -> datetime:
+    """The commands' clock (``why``, ``get workloads``): tests replace it (``common.now``) rather than wait."""
+    return datetime.now(UTC)
 
 
 def default_definitions_dir() -> Path | None:

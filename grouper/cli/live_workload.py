@@ -137,3 +137,39 @@ def _typed(obj: Obj, api_version: str, kind: str) -> Obj:
     if obj.get("apiVersion") and obj.get("kind"):
         return obj
     return {**obj, "apiVersion": api_version, "kind": kind}
+
+
+def upstream_podgroups(kube: SyncKube) -> Resource | None:
+    """The ``scheduling.k8s.io`` PodGroup resource the upstream backend writes: the newest version of
+    :data:`grouper.core.upstream.WORKLOAD_VERSIONS` that serves it (None when none does)."""
+    from grouper.core.upstream import GROUP, PODGROUP_KIND, WORKLOAD_VERSIONS
+
+    for version in WORKLOAD_VERSIONS:
+        res = next((r for r in kube.served(GROUP, version) if r.kind == PODGROUP_KIND), None)
+        if res is not None:
+            return res
+    return None
+
+
+def list_pod_groups(kube: SyncKube, namespace: str | None) -> tuple[list[Obj], list[str]]:
+    """Every PodGroup in ``namespace`` (None: all) of both backends, KAI's ``scheduling.run.ai/v2alpha2`` and
+    upstream ``scheduling.k8s.io``, whichever are served, with apiVersion and kind; and warnings (a kind
+    not readable). ApiError for other failures."""
+    out: list[Obj] = []
+    warnings: list[str] = []
+    resources = [PODGROUPS]
+    upstream = upstream_podgroups(kube)
+    if upstream is not None:
+        resources.append(upstream)
+    for res in resources:
+        try:
+            items = kube.list_items(res.path(namespace))
+        except ApiError as e:
+            if e.not_found:  # the KAI CRD is not installed
+                continue
+            if not e.forbidden:
+                raise
+            warnings.append(f"not allowed to list PodGroups ({res.api_version}); their gangs are not shown")
+            continue
+        out += [_typed(i, res.api_version, res.kind) for i in items]
+    return out, warnings

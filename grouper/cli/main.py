@@ -23,7 +23,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             "Environment: KUBECONFIG (kubeconfig files), GROUPER_DEFINITIONS (the built-in Karta catalog), "
             "GROUPER_DEBUG (tracebacks of internal errors), GROUPER_<FLAG> (any 'grouper run' flag). "
             "Exit codes: 0 done, 1 error, 2 usage, 130 interrupted; describe adds 3 (no Karta definition) "
-            "and 4 (workload not found), explain 3 (pod not found). Details: docs/cli.md."
+            "and 4 (workload not found), explain 3 (pod not found), why 3 (kind not covered), 4 (workload not found) "
+            "and 5 (no PodGroup yet). Details: docs/cli.md."
         ),
     )
     parser.add_argument("--version", action="version", version=f"grouper {__version__}")

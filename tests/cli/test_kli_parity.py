@@ -234,6 +234,10 @@ def test_bash_completion(bash_script: str, tmp_path: Path) -> None:
     assert complete(bash_script, ["grouper", "definitions", "--cat"]) == ["--catalog-experimental-definitions"]
     assert complete(bash_script, ["grouper", "describe", "--pod"]) == ["--pod-limit"]
     assert {"jobset", "job", "pytorchjob", "raycluster"} <= set(complete(bash_script, ["grouper", "describe", ""]))
+    assert complete(bash_script, ["grouper", "wh"]) == ["why"]
+    assert {"jobset", "pytorchjob"} <= set(complete(bash_script, ["grouper", "why", ""]))
+    assert complete(bash_script, ["grouper", "why", "-o", ""]) == ["text", "json", "yaml"]
+    assert complete(bash_script, ["grouper", "get", "workloads", "-o", ""]) == ["table", "wide", "json"]
     # a flag's value is skipped when finding the command path: -n NS does not confuse it
     assert complete(bash_script, ["grouper", "describe", "-n", "definitions", "--pod"]) == ["--pod-limit"]
     assert complete(bash_script, ["grouper", "completion", ""]) == ["bash", "zsh"]
@@ -261,13 +265,13 @@ def test_zsh_completion_uses_the_bash_function_through_bashcompinit(
 
 def test_exit_codes_and_environment_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
     from grouper.cli import impact
-    from grouper.cli.commands import definitions, describe, explain, get, plan
+    from grouper.cli.commands import definitions, describe, explain, get, plan, why
 
     doc = (REPO / "docs" / "cli.md").read_text()
     table = doc[doc.index("## Exit codes"):]
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| `")}
     for command, module in [("`plan`", plan), ("`describe`", describe), ("`definitions validate`", definitions),
-                            ("`get`", get), ("`explain`", explain), ("`definitions impact`", impact)]:
+                            ("`get`", get), ("`explain`", explain), ("`definitions impact`", impact), ("`why`", why)]:
         cells = [c.strip() for c in rows[command].split("|")[2:-1]]
         for name in dir(module):
             if name.startswith("EXIT_"):

@@ -67,12 +67,12 @@ def test_get_workloads_live_through_the_kubeconfig(
     code, out, err = get(capsys, "-n", namespace, "--kubeconfig", cluster.kubeconfig_path)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["NAMESPACE", "NAME", "KIND", "PHASE", "COMPONENTS", "GPU", "AGE"]
+    assert lines[0].split() == ["NAMESPACE", "NAME", "KIND", "PHASE", "STATE", "COMPONENTS", "GPU", "AGE"]
     rows = {line.split()[1]: line for line in lines[1:]}
     assert set(rows) == {"demo", "web", "shell"}  # the JobSet's Jobs and the Deployment's pods are not rows
     demo = rows["demo"].split("   ")
-    assert [c.strip() for c in demo if c.strip()][:6] == [namespace, "demo", "JobSet", "Initializing",
-                                                          "leader(1), worker(2)", "12"]
+    assert [c.strip() for c in demo if c.strip()][:7] == [namespace, "demo", "JobSet", "Initializing", "-",
+                                                          "leader(1), worker(2)", "12"]  # no PodGroup: no state
     code, out, err = get(capsys, "-n", namespace, "--kubeconfig", cluster.kubeconfig_path, "-o", "json")
     assert code == 0, err
     data = json.loads(out)

@@ -4,7 +4,7 @@
     eval "$(grouper completion zsh)"      # ~/.zshrc (after compinit)
 
 It completes commands, subcommands, flags, the values of flags with a fixed set (``-o``, ``--http-auth``, ...),
-files for flags that take a file or directory, and the KIND of ``describe`` / ``explain`` from the built-in
+files for flags that take a file or directory, and the KIND of ``describe`` / ``why`` from the built-in
 catalog's kinds (lowercase, as kubectl users type them). Nothing is looked up in a cluster on TAB (kli asks
 the cluster with a 2-second bound; a completion here never waits). The zsh script loads zsh's
 ``bashcompinit`` and uses the same function, so both shells complete alike.
@@ -21,7 +21,7 @@ SHELLS = ("bash", "zsh")
 _FILE_FLAGS = {"-f", "--filename", "--kubeconfig", "--token-file", "--certificate-authority",
                "--http-auth-token-file", "--http-tls-cert-file", "--http-tls-key-file", "--out"}
 _DIR_FLAGS = {"--definitions"}
-_KIND_COMMANDS = ("describe",)
+_KIND_COMMANDS = ("describe", "why")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,11 +5,15 @@
 Without it, it reads the cluster through the kubeconfig: the ``scheduling.run.ai/v2alpha2`` PodGroups and
 the pods that name them in their ``pod-group-name`` annotation.
 
-``workloads``: one row per workload (NAMESPACE NAME KIND PHASE COMPONENTS GPU AGE, components as
-``leader(1), worker(2)``), the list the Workload Map article shows. With ``--server URL`` from the
+``workloads``: one row per workload (NAMESPACE NAME KIND PHASE STATE COMPONENTS GPU AGE, components as
+``leader(1), worker(2)``), the list the Workload Map article shows, with the gang STATE (the worst of its
+PodGroups': Error, Degraded, Waiting, Grouping, Admitted; ``-`` without a PodGroup); ``-o wide`` adds QUEUE,
+WAITING (time in the current state when not Admitted) and REASON (the scheduler's first reason, truncated;
+``grouper why`` shows them all). With ``--server URL`` from the
 grouper's ``GET /workloads`` (every workload it grouped, also kinds without a Karta definition); without
 it live through the kubeconfig: every top-level object of a kind a Karta definition covers (built-in
-catalog and cluster ``Karta`` objects), described with its pods.
+catalog and cluster ``Karta`` objects), described with its pods, and its gangs derived from the PodGroups it
+owns (both backends) and their pods.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table",
+                   help="wide: workloads with QUEUE, WAITING and REASON (podgroups: as table)")
     p.add_argument("--definitions", type=Path, default=None, metavar="DIR",
                    help="workloads, live: the built-in Karta catalog (default: the shipped definitions/)")
     add_experimental_flag(p)
@@ -201,20 +206,27 @@ def run(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ workloads
 
 
-def workloads_from_server(server: str, namespace: str | None, token_file: str | None) -> list[Any]:
+# one row of `get workloads`: the summary, the workload's gang state (None: unknown) and its GangView dicts
+Row = tuple[Any, str | None, list[dict[str, Any]]]
+
+
+def workloads_from_server(server: str, namespace: str | None, token_file: str | None) -> list[Row]:
+    """The grouper's ``/workloads``; ``state`` and ``gangs`` as it sends them (a grouper that does not track
+    gangs sends neither: the STATE column then says ``-``)."""
     from grouper.describe.workloads import WorkloadSummary
 
     body = server_get(server, "/workloads", {"namespace": namespace}, token_file) or {}
-    out = []
+    out: list[Row] = []
     for i in body.get("items") or []:
-        out.append(WorkloadSummary(
+        gangs = [g for g in i.get("gangs") or [] if isinstance(g, dict)]
+        out.append((WorkloadSummary(
             namespace=str(i.get("namespace") or ""), name=str(i.get("name") or ""), kind=str(i.get("kind") or ""),
             api_version=str(i.get("apiVersion") or ""), created_at=i.get("createdAt"),
             phases=[str(x) for x in i.get("phases") or []],
             components=[(str(c.get("name")), int(c.get("replicas") or 0)) for c in i.get("components") or []],
             gpus=int(i.get("gpus") or 0), pods=int(i.get("pods") or 0), definition=i.get("definition"),
             origin=i.get("origin"), warnings=[str(w) for w in i.get("warnings") or []],
-        ))
+        ), str(i["state"]) if i.get("state") else None, gangs))
     return out
 
 
@@ -223,11 +235,13 @@ def _with_type(items: list[dict[str, Any]], api_version: str, kind: str) -> list
     return [i if i.get("kind") else {**i, "apiVersion": api_version, "kind": kind} for i in items]
 
 
-def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> tuple[list[Any], list[str]]:
-    """Every top-level object of a kind a Karta definition covers, summarized with its pods."""
+def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> tuple[list[Row], list[str]]:
+    """Every top-level object of a kind a Karta definition covers, summarized with its pods and its gangs."""
+    from grouper.cli import common
     from grouper.cli.commands.describe import _builtins, _pick_definition, _registry
     from grouper.cli.common import default_definitions_dir
-    from grouper.cli.live_workload import list_kartas
+    from grouper.cli.gang_report import gang_view, workload_gangs, worst
+    from grouper.cli.live_workload import list_kartas, list_pod_groups
     from grouper.describe import MAX_DEPTH
     from grouper.describe.workloads import list_workloads
     from grouper.model.objects import GVK
@@ -292,13 +306,23 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
                     frontier.append(o)
         # workloads of one kind are intermediate owners of another (a JobSet's Jobs)
         chain = [o for o in candidates if o.get("kind") != "Pod"] + owners
-        return list_workloads(candidates, pods, chain, definitions), warnings
+        summaries = list_workloads(candidates, pods, chain, definitions)
+        pod_groups, pg_warnings = list_pod_groups(cluster, namespace)
+        warnings += pg_warnings
+        now = common.now()
+        gangs = workload_gangs(pod_groups, pods, now)
+        rows: list[Row] = []
+        for s in summaries:
+            mine = gangs.get((s.namespace, s.kind, s.name), [])
+            rows.append((s, worst(g.state.state.value for g in mine), [gang_view(g.name, g.state, now) for g in mine]))
+        return rows, warnings
     finally:
         cluster.close()
 
 
 def run_workloads(args: argparse.Namespace) -> int:
-    from grouper.describe.workloads import render_workloads
+    from grouper.cli import common
+    from grouper.cli.gang_report import render_workload_rows
 
     warnings: list[str] = []
     try:
@@ -315,13 +339,14 @@ def run_workloads(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     if args.output == "json":
-        print(json.dumps({"items": [i.to_dict() for i in items], "count": len(items)}, indent=2))
+        print(json.dumps({"items": [{**s.to_dict(), "state": state, "gangs": gangs} for s, state, gangs in items],
+                          "count": len(items)}, indent=2))
     elif not items:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         print(f"No workloads found in {where}.", file=sys.stderr)
     else:
-        print(render_workloads(items))
-    for w in warnings + [f"{i.namespace}/{i.kind}/{i.name}: {w}" for i in items for w in i.warnings]:
+        print(render_workload_rows(items, wide=args.output == "wide", now=common.now(), live=not args.server))
+    for w in warnings + [f"{i.namespace}/{i.kind}/{i.name}: {w}" for i, _, _ in items for w in i.warnings]:
         print(f"warning: {w}", file=sys.stderr)
     return EXIT_OK
 
