@@ -38,13 +38,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from grouper.core.upstream import OLD_SCHEDULED_CONDITION, SCHEDULED_CONDITION
 from grouper.model.errors import shown
 from grouper.model.podgroup import SUBGROUP_LABEL
 
 KAI_API_GROUP = "scheduling.run.ai"
 UPSTREAM_API_GROUP = "scheduling.k8s.io"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
-INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
 
 class State(StrEnum):
@@ -250,7 +250,7 @@ def _no_cycle(subs: Sequence[SubGroupSpec], where: str) -> None:
 def upstream_gang(pod_group: dict[str, Any], *, queue: str = "") -> GangSpec:
     """The gang of an upstream ``scheduling.k8s.io`` PodGroup: ``spec.schedulingPolicy.gang.minCount``
     (a ``basic`` policy: no minimum), its ``False`` conditions as reasons, ``PodGroupInitiallyScheduled=True``
-    as the admission record. Upstream has no queue: the caller passes the one the grouper decided."""
+    (``PodGroupScheduled=True`` on 1.36 servers) as the admission record. Upstream has no queue: the caller passes the one the grouper decided."""
     meta, spec, status = _dict(pod_group.get("metadata")), _dict(pod_group.get("spec")), _dict(pod_group.get("status"))
     where = f"PodGroup {meta.get('namespace', '')}/{meta.get('name', '')}"
     policy = _dict(spec.get("schedulingPolicy"))
@@ -264,7 +264,7 @@ def upstream_gang(pod_group: dict[str, Any], *, queue: str = "") -> GangSpec:
             continue
         ctype, cstatus, since = str(cond.get("type") or ""), str(cond.get("status") or ""), parse_time(
             cond.get("lastTransitionTime"))
-        if ctype == INITIALLY_SCHEDULED and cstatus == "True":
+        if ctype in (SCHEDULED_CONDITION, OLD_SCHEDULED_CONDITION) and cstatus == "True":  # 1.37+, 1.36
             admitted, admitted_at = True, since
         elif cstatus == "False":
             reasons.append(SchedulerReason("PodGroup", str(cond.get("reason") or ""), str(cond.get("message") or ""),

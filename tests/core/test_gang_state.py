@@ -283,6 +283,18 @@ def test_upstream_waiting_reasons_and_initially_scheduled_as_admission_record() 
     assert d.state is State.DEGRADED
 
 
+def test_upstream_136_servers_old_condition_name_is_the_admission_record_too() -> None:
+    """1.36 servers (v1alpha2) write ``PodGroupScheduled``: without it a restarted grouper would never see
+    the gang admitted, so a lost member would read as Waiting instead of Degraded."""
+    done = {"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled", "message": "",
+            "lastTransitionTime": rfc3339(at(3))}
+    a = gang_state(upstream_gang(upstream_pg(conditions=[done])), members(pod("a", node="n"), pod("b", node="n")),
+                   None, now=at(8))
+    assert (a.state, a.admitted_at) == (State.ADMITTED, at(3))
+    d = gang_state(upstream_gang(upstream_pg(conditions=[done])), members(pod("a", node="n")), None, now=at(9))
+    assert d.state is State.DEGRADED
+
+
 def test_gang_of_refuses_other_kinds() -> None:
     with pytest.raises(GangSpecError, match="field apiVersion"):
         gang_of({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup"})
