@@ -50,8 +50,12 @@ def workload_link(namespace: str, api_version: str, kind: str, name: str) -> str
     return "#/workload/" + "/".join(path_part(p) for p in (namespace, kind_ref(api_version, kind), name))
 
 
+NUMERIC = frozenset({"GPUs", "Pods", "Waiting", "Required", "Present", "Scheduled"})
+
+
 def _table(headers: Sequence[str], rows: Iterable[Safe], attrs: dict[str, object] | None = None) -> Safe:
-    head = el("thead", None, el("tr", None, [el("th", {"scope": "col"}, h) for h in headers]))
+    head = el("thead", None, el("tr", None, [
+        el("th", {"scope": "col", "class": "num" if h in NUMERIC else None}, h) for h in headers]))
     return el("table", attrs, head, el("tbody", None, list(rows)))
 
 

@@ -61,9 +61,14 @@
     }
     $("content").replaceChildren(box);
     $("filters").hidden = true;
+    loaded("error");
   }
 
+  // body[data-load] says where the page is: loading, ready (a fragment shown) or error (a message shown)
+  const loaded = (state) => { document.body.dataset.load = state; };
+
   async function load() {
+    loaded("loading");
     const {parts, params} = parseHash();
     const target = fragmentUrl(parts);
     for (const a of document.querySelectorAll("nav a")) {
@@ -91,6 +96,7 @@
     const html = await response.text();
     $("content").innerHTML = policy ? policy.createHTML(html) : html;
     setUpFilters(params);
+    loaded("ready");
   }
 
   // Filters: select options from the rows' data-namespace / data-kind / data-state, the choice kept in the hash.
