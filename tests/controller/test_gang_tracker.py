@@ -327,3 +327,21 @@ def test_cache_keeps_only_what_the_gang_state_reads() -> None:
     kept = slim_podgroup(copy.deepcopy(pg))["status"]
     assert set(kept) == {"schedulingConditions"}
     assert kept["schedulingConditions"][0]["reasons"] == [{"reason": NOT_ENOUGH_RESOURCES, "message": MESSAGE}]
+
+
+def test_busy_gang_members_follow_pod_events_as_the_index_does() -> None:
+    """The members a busy gang keeps (updated by pod events) give the state a fresh read of the index gives."""
+    w, _ = waiting_world()
+    moved = member_pod("p1", node="n1")
+    moved["metadata"]["annotations"][POD_GROUP_ANNOTATION] = "pg-other"  # the pod now names another PodGroup
+    w.pod(moved)
+    w.pod(member_pod("p3", node="n1"), ADDED)
+    w.settle()
+    kept = w.tracker.get("ml", "pg-train")
+    w.tracker.expire_memos(-1.0)
+    w.tracker.mark(("ml", "pg-train"))
+    w.settle()
+    fresh = w.tracker.get("ml", "pg-train")
+    assert kept is not None and fresh is not None
+    assert (kept.counts, kept.state) == (fresh.counts, fresh.state)
+    assert (fresh.counts.present, fresh.counts.scheduled) == (2, 1)
