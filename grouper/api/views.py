@@ -23,6 +23,7 @@ from grouper.api.models import (
     DefinitionRef,
     DefinitionView,
     GangReasonView,
+    GangStateName,
     GangSubGroupView,
     GangView,
     GVKView,
@@ -157,6 +158,15 @@ def _rfc3339(moment: datetime | None) -> str | None:
 
 # a workload's state: the worst of its PodGroups'
 _SEVERITY = {"Error": 0, "Degraded": 1, "Waiting": 2, "Grouping": 3, "Admitted": 4}
+
+
+def worst_gang_state(gangs: Iterable[GangView]) -> GangStateName | None:
+    """The worst state of these gangs (a workload's state; the web view's workload page shows it too)."""
+    worst: GangStateName | None = None
+    for g in gangs:
+        if worst is None or _SEVERITY[g.state] < _SEVERITY[worst]:
+            worst = g.state
+    return worst
 
 
 def gang_view(name: str, st: GangState, now: datetime) -> GangView:
@@ -681,7 +691,7 @@ class Views:
                 views = [gang_view(n, st, now) for n, st in gangs.of_workload(ns, str(top["uid"]))]
                 if views:
                     view.gangs = views
-                    view.state = min(views, key=lambda g: _SEVERITY[g.state]).state
+                    view.state = worst_gang_state(views)
             out.append(view)
         return sorted(out, key=lambda s: (s.namespace, s.kind, s.name))
 

@@ -26,7 +26,8 @@ from grouper.api.models import (
 )
 from grouper.api.ui import pages
 from grouper.api.ui.html import el
-from grouper.api.ui.routes import CSP, UI_PATHS, worst
+from grouper.api.ui.routes import CSP, UI_PATHS
+from grouper.api.views import worst_gang_state
 from grouper.core.lookups import InMemoryLookups
 
 XSS = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
@@ -131,6 +132,10 @@ def test_the_workload_page_shows_the_describe_tree_podgroups_and_the_decision_in
 
 
 def test_a_workload_shows_its_worst_gang_state() -> None:
-    assert worst(["Admitted", "Waiting", "Grouping"]) == "Waiting"
-    assert worst(["Admitted", "Degraded", "Error"]) == "Error" and worst([]) is None
+    def gangs(*states: str) -> list[GangView]:
+        return [GangView(podGroup=f"pg-{i}", state=s, since="2026-12-05T12:00:00Z", secondsInState=1, required=1,
+                         present=1, scheduled=0, queue="q", requestedGPUs=0) for i, s in enumerate(states)]
+
+    assert worst_gang_state(gangs("Admitted", "Waiting", "Grouping")) == "Waiting"
+    assert worst_gang_state(gangs("Admitted", "Degraded", "Error")) == "Error" and worst_gang_state([]) is None
     assert pages.duration(None) == "—" and pages.duration(59) == "59s" and pages.duration(3 * 3600) == "3h"

@@ -19,7 +19,7 @@ from grouper.api.listing import visible_podgroups
 from grouper.api.state import StateReader
 from grouper.api.ui import pages
 from grouper.api.ui.html import Safe
-from grouper.api.views import ListFilters, Views
+from grouper.api.views import ListFilters, Views, worst_gang_state
 from grouper.api.workload import cached_workload, describe, workload_kinds
 
 # No inline script or style, nothing from elsewhere, no framing; the one place the script inserts a fragment
@@ -40,8 +40,6 @@ STATIC = {  # file name -> media type: the only files served, read from the pack
     "ui.css": "text/css; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }
-# The order of badness of gang states (models.WorkloadSummaryView.state): a workload shows its worst gang's.
-STATE_ORDER = ("Error", "Degraded", "Waiting", "Grouping", "Admitted")
 UI_PATHS = ("/ui", "/ui/", *(f"/ui/static/{name}" for name in STATIC))
 
 
@@ -59,11 +57,6 @@ def _response(body: bytes | str, media_type: str, *, private: bool) -> Response:
 
 def _fragment(html: Safe) -> Response:
     return _response(str(html), "text/html; charset=utf-8", private=True)
-
-
-def worst(states: list[str]) -> str | None:
-    ranked = [s for s in STATE_ORDER if s in states]
-    return ranked[0] if ranked else None
 
 
 def add_ui(app: FastAPI, views: Views, state: StateReader,
@@ -115,7 +108,7 @@ def add_ui(app: FastAPI, views: Views, state: StateReader,
         described = describe(views, state, workload, "cache")
         groups = [d for d in (views.podgroup_detail(namespace, pg) for pg in described.body.podGroups)
                   if d is not None]
-        gang_state = worst([g.gang.state for g in groups if g.gang is not None])
+        gang_state = worst_gang_state(g.gang for g in groups if g.gang is not None)
         return _fragment(pages.workload(described, groups, gang_state))
 
     @app.get("/ui/fragments/definitions", include_in_schema=False)
@@ -128,4 +121,4 @@ def add_ui(app: FastAPI, views: Views, state: StateReader,
         return _fragment(pages.errors(errors))
 
 
-__all__ = ["CSP", "SECURITY_HEADERS", "STATIC", "UI_PATHS", "add_ui", "worst"]
+__all__ = ["CSP", "SECURITY_HEADERS", "STATIC", "UI_PATHS", "add_ui"]
