@@ -66,7 +66,8 @@ def add_ui(app: FastAPI, views: Views, state: StateReader,
 
     @app.get("/ui", include_in_schema=False)
     async def ui_root() -> Response:
-        return RedirectResponse("/ui/", status_code=307, headers=SECURITY_HEADERS)
+        # relative, so a proxy's path prefix is kept (the shell's own links are relative too)
+        return RedirectResponse("ui/", status_code=307, headers=SECURITY_HEADERS)
 
     @app.get("/ui/", include_in_schema=False)
     async def ui_shell() -> Response:

@@ -30,17 +30,18 @@
   }
 
   // The fragment of the page named by the hash: #/workloads, #/workload/NS/KIND/NAME, #/errors, #/definitions.
+  // Relative to the shell's /ui/, so a path prefix a proxy adds is kept.
   function fragmentUrl(parts) {
     const enc = (p) => encodeURIComponent(p);
     switch (parts[0] || "workloads") {
-      case "workloads": return {page: "workloads", url: "/ui/fragments/workloads"};
+      case "workloads": return {page: "workloads", url: "fragments/workloads"};
       case "workload":
         if (parts.length === 4) {
-          return {page: "workloads", url: "/ui/fragments/workloads/" + parts.slice(1).map(enc).join("/")};
+          return {page: "workloads", url: "fragments/workloads/" + parts.slice(1).map(enc).join("/")};
         }
         return null;
-      case "errors": return {page: "errors", url: "/ui/fragments/errors"};
-      case "definitions": return {page: "definitions", url: "/ui/fragments/definitions"};
+      case "errors": return {page: "errors", url: "fragments/errors"};
+      case "definitions": return {page: "definitions", url: "fragments/definitions"};
       default: return null;
     }
   }
