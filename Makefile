@@ -12,7 +12,7 @@ VENV_STAMP := $(VENV)/.installed
 
 BACKEND ?= kai  # make demo BACKEND=upstream: kube-scheduler + kwok nodes, upstream Workload API
 
-.PHONY: help venv cluster operators test unit lint demo bench bench-full clean distclean image helm manifests tools
+.PHONY: help venv cluster operators test unit lint demo bench bench-full clean distclean image helm manifests tools ui-screenshots
 
 help:
 	@echo "make venv     - create $(VENV) and install the package with the test and dev extras"
@@ -28,6 +28,7 @@ help:
 	@echo "make demo     - run the demo against a local cluster (BACKEND=upstream: real kube-scheduler + kwok nodes)"
 	@echo "make bench    - quick benchmarks: benchmarks/bench_*.py --quick + the cluster benchmark's quick profile"
 	@echo "make bench-full - every benchmark in full + the cluster benchmark's full profile"
+	@echo "make ui-screenshots - the web view's browser test; copies its README screenshots into docs/images/"
 	@echo "make clean    - remove caches of the Python tools; distclean also removes $(VENV) and .cache"
 
 venv: $(VENV_STAMP)
@@ -120,3 +121,7 @@ helm:
 # deploy/rbac.yaml and deploy/manifests/ are the chart rendered with its default values
 manifests: venv helm
 	$(PY) -m devtools.chart
+
+# the README's screenshots of the web view come from its browser test (tests/ui/test_ui_browser.py)
+ui-screenshots: venv cluster tools
+	GROUPER_UI_SCREENSHOTS=1 $(VENV)/bin/pytest -q tests/ui/test_ui_browser.py

@@ -39,6 +39,8 @@ def test_wheel_holds_only_the_runtime_package_and_its_catalog(wheel: Path) -> No
     shipped = {n.removeprefix("grouper/definitions/") for n in names if n.startswith("grouper/definitions/")}
     assert shipped == {p.name for p in (ROOT / "definitions").iterdir() if p.is_file()}
     assert "grouper/cli/main.py" in names and "grouper/kube/transport.py" in names
+    # the web view's page shell and static files are package data (grouper/api/ui/routes.py reads them)
+    assert {f"grouper/api/ui/static/{f}" for f in ("index.html", "app.js", "ui.css", "icon.svg")} <= set(names)
 
 
 def test_installed_wheel_finds_its_shipped_catalog(wheel: Path, tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ that one workload from the API server.
 - ``GET /workloads/{ns}/{kind}/{name}`` — the describe tree of one workload.
 - ``GET /definitions`` — loaded Karta definitions with their validation errors.
 - ``GET /docs``, ``GET /openapi.json`` — the schema.
+- ``GET /ui/`` — the read-only web view (:mod:`grouper.api.ui`): a data-free page shell whose script fetches
+  HTML fragments (``/ui/fragments/...``) with the person's bearer token, each guarded like its JSON twin.
 
 Read-only: GET (and HEAD) only, anything else is 405. Who may read what: each route's permission is
 declared in :data:`grouper.api.permissions.ROUTES` and checked by one guard before the endpoint runs (an app
@@ -32,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -57,10 +59,9 @@ from grouper.api.auth import (
     StaticTokenAccess,
     UserInfo,
 )
+from grouper.api.listing import visible_podgroups
 from grouper.api.models import (
-    ERRORS_LIMIT,
     DefinitionList,
-    DefinitionRef,
     ErrorResponse,
     HealthResponse,
     PodDecision,
@@ -68,7 +69,6 @@ from grouper.api.models import (
     PodGroupList,
     WorkloadDescribe,
     WorkloadList,
-    WorkloadRef,
 )
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
 from grouper.api.permissions import (
@@ -82,10 +82,10 @@ from grouper.api.permissions import (
     undeclared,
 )
 from grouper.api.selectors import SelectorError, parse_selector
-from grouper.api.state import AppState, HealthSnapshot, StateReader, safe_get
-from grouper.api.views import ListFilters, Views, kind_matches, scrub
-from grouper.model import objects as o
-from grouper.model.objects import Obj
+from grouper.api.state import AppState, HealthSnapshot, StateReader
+from grouper.api.ui import add_ui
+from grouper.api.views import ListFilters, Views
+from grouper.api.workload import cached_workload, describe, workload_kinds
 
 log = logging.getLogger(__name__)
 
@@ -344,17 +344,7 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
             except TokenError as e:
                 raise HTTPException(422, f"query parameter continue: {e}") from e
         filters = ListFilters(namespace, kind, plugin, queue, selector)
-        matches = views.matching_podgroups(filters)
-        readable = visible(request).namespaces
-        if readable is None:
-            errors = views.workload_errors(filters, (rec for rec, _, _ in matches))
-        else:  # only the namespaces this caller may list, each with its own errors
-            matches = [m for m in matches if str(m[0].get("namespace") or "") in readable]
-            errors = []
-            for ns in sorted(readable):
-                in_ns = (rec for rec, _, _ in matches if rec.get("namespace") == ns)
-                errors.extend(views.workload_errors(replace(filters, namespace=ns), in_ns))
-            errors = errors[:ERRORS_LIMIT]
+        matches, errors = visible_podgroups(views, filters, visible(request).namespaces)
         if after is not None:
             matches = [m for m in matches if (str(m[0].get("namespace")), str(m[0].get("name"))) > after]
         page = matches[:limit]
@@ -410,16 +400,11 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         live: Annotated[bool, Query(description="Read the workload from the API server, not the cache")] = False,
     ) -> WorkloadDescribe:
         """The describe tree of one workload (components, instances, pods, PodGroups) from the caches."""
-        candidates = [(av, k) for av, k in views.known_workload_kinds(namespace) if kind_matches(kind, av, k)]
+        candidates = workload_kinds(views, namespace, kind)
         if not candidates:
             raise HTTPException(404, f"no workload kind {kind!r} is known to this grouper in namespace {namespace}")
-        objects = state.object_source()
-        workload: Obj | None = None
+        workload = cached_workload(state, candidates, namespace, name)
         source = "cache"
-        for av, k in candidates:
-            workload = safe_get(objects, av, k, namespace, name)
-            if workload is not None:
-                break
         reader = state.live
         if live and reader is not None:
             for av, k in candidates:
@@ -438,7 +423,7 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         if workload is None:
             hint = "" if live else " (add ?live=true to read it from the API server)"
             raise HTTPException(404, f"{candidates[0][1]} {namespace}/{name} is not in the grouper's cache{hint}")
-        return _describe(views, state, workload, source)
+        return describe(views, state, workload, source).body
 
     # -------------------------------------------------------------------------------------- definitions
 
@@ -446,6 +431,8 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
     async def list_definitions(request: Request) -> DefinitionList:
         """Loaded Karta definitions: origin, root GVK, validity and validation errors."""
         return views.definitions()
+
+    add_ui(app, views, state, lambda request: visible(request).namespaces)
 
     missing = undeclared(str(getattr(r, "path", "")) for r in app.router.routes)
     if missing:  # every route is authorized by construction: one without a declared permission is a bug
@@ -468,44 +455,6 @@ async def _resource_of(state: StateReader, api_version: str, kind: str) -> tuple
         return await asyncio.wait_for(controller.resource_of(api_version, kind), LIVE_TIMEOUT)
     except Exception:  # discovery failing: the object cannot be read live either
         return None
-
-
-def _describe(views: Views, state: StateReader, workload: Obj, source: str) -> WorkloadDescribe:
-    ns, name = o.namespace(workload), o.name(workload)
-    av, kind = str(workload.get("apiVersion") or ""), str(workload.get("kind") or "")
-    pod_recs = views.workload_pods(ns, av, kind, name, o.uid(workload))
-    objects = state.object_source()
-    defn = views.definition_for(av, kind)
-    keys = views.grouping_label_keys(defn)
-    pod_names = sorted({str((r.get("pod") or {}).get("name")) for r in pod_recs})
-    sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
-    pods = [views.pod_info(objects, ns, p, sub_of.get(p), keys) for p in pod_names]
-    pod_groups = sorted({str(r["podGroup"]) for r in pod_recs if r.get("podGroup")})
-    tree: dict[str, Any] | None = None
-    error: str | None = None
-    if defn is not None:
-        pod_objs = [p for p in (safe_get(objects, "v1", "Pod", ns, n) for n in pod_names) if p is not None]
-        try:
-            from grouper.describe import build_describe
-
-            # The pods come from decision records whose top owner is this workload: already attributed.
-            view = build_describe(
-                defn, views.evaluator(defn), workload, pod_objs, file_mode=False, pods_attributed=True
-            )
-            tree = scrub(view.to_dict())
-        except Exception as e:  # a definition that cannot describe this object: say why, keep the rest
-            error = f"Karta {defn.name}: {e}"
-    return WorkloadDescribe(
-        workload=WorkloadRef(apiVersion=av, kind=kind, name=name),
-        namespace=ns,
-        source=source,  # type: ignore[arg-type]
-        definition=DefinitionRef(name=defn.name, origin=defn.origin) if defn is not None else None,
-        status=views.workload_status(workload),
-        podGroups=pod_groups,
-        describe=tree,
-        describeError=error,
-        pods=pods,
-    )
 
 
 __all__ = ["create_app"]

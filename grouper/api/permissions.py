@@ -7,7 +7,8 @@ the workload's own kind) but never less.
 
 The kinds of permission:
 
-- :class:`Public` — no token (the kubelet probes ``/healthz`` and ``/readyz`` only);
+- :class:`Public` — no token (the kubelet probes ``/healthz`` and ``/readyz``, and the web view's page shell
+  and static files under ``/ui/``, which hold no cluster data);
 - :class:`Authenticated` — a valid token, no particular right (``/docs``, ``/openapi.json``: the schema holds
   no cluster data; like the API server's own ``/openapi`` which ``system:discovery`` opens to every
   authenticated user). Anonymous callers get 401: the schema names the version, which helps nobody outside;
@@ -91,6 +92,26 @@ ROUTES: Mapping[str, Permission] = {
     "/workloads": NamespaceList("list", *PODGROUPS),
     "/workloads/{namespace}/{kind}/{name}": Resource("get", *PODGROUPS, in_namespace=True),
     "/definitions": Resource("list", "run.ai", "kartas"),
+    # The web view (grouper.api.ui): its page shell and static files hold no cluster data (a browser's
+    # navigation cannot carry a token, so they are public); every fragment holding data needs exactly what
+    # its JSON twin needs.
+    "/ui": PUBLIC,
+    "/ui/": PUBLIC,
+    "/ui/static/app.js": PUBLIC,
+    "/ui/static/ui.css": PUBLIC,
+    "/ui/static/icon.svg": PUBLIC,
+    "/ui/fragments/workloads": NamespaceList("list", *PODGROUPS),  # = /workloads
+    "/ui/fragments/workloads/{namespace}/{kind}/{name}": Resource("get", *PODGROUPS, in_namespace=True),
+    "/ui/fragments/definitions": Resource("list", "run.ai", "kartas"),  # = /definitions
+    "/ui/fragments/errors": NamespaceList("list", *PODGROUPS),  # = /podgroups, whose `errors` it shows
+}
+
+# Each fragment of the web view and the JSON route whose permission it must have (tests check they agree).
+UI_TWINS: Mapping[str, str] = {
+    "/ui/fragments/workloads": "/workloads",
+    "/ui/fragments/workloads/{namespace}/{kind}/{name}": "/workloads/{namespace}/{kind}/{name}",
+    "/ui/fragments/definitions": "/definitions",
+    "/ui/fragments/errors": "/podgroups",
 }
 
 OPEN_PATHS = frozenset(path for path, p in ROUTES.items() if isinstance(p, Public))
@@ -107,6 +128,7 @@ __all__ = [
     "PODGROUPS",
     "PUBLIC",
     "ROUTES",
+    "UI_TWINS",
     "Authenticated",
     "NamespaceList",
     "NonResource",

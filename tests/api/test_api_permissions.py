@@ -18,7 +18,8 @@ with warnings.catch_warnings():
 
 from grouper.api.app import create_app
 from grouper.api.auth import KubeAccess
-from grouper.api.permissions import ROUTES, Authenticated, NamespaceList, Public, undeclared
+from grouper.api.permissions import ROUTES, UI_TWINS, Authenticated, NamespaceList, Public, undeclared
+from grouper.api.ui.routes import UI_PATHS
 
 from .fixtures import SPARK_NS, World, build_world
 from .test_api_app import PYTORCH_PG, SPARK_PG
@@ -47,7 +48,8 @@ def test_every_route_of_the_app_declares_a_permission(world: World) -> None:
     paths = route_paths(world)
     assert undeclared(paths) == [], "routes without a permission in grouper.api.permissions.ROUTES"
     assert paths == set(ROUTES), "ROUTES names a path the app does not serve (stale entry)"
-    assert {p for p, perm in ROUTES.items() if isinstance(perm, Public)} == {"/healthz", "/readyz"}
+    # open: the probes, and the web view's data-free page shell and static files
+    assert {p for p, perm in ROUTES.items() if isinstance(perm, Public)} == {"/healthz", "/readyz", *UI_PATHS}
     assert undeclared(["/healthz", "/new"]) == ["/new"]
 
 
@@ -91,6 +93,15 @@ CASES = [
     Case("/workloads", "/workloads", "tok-a", "tok-b", params={"namespace": "team-a"}),
     Case("/workloads/{namespace}/{kind}/{name}", "/workloads/team-a/PyTorchJob/llama-finetune", "tok-a", "tok-b"),
     Case("/definitions", "/definitions", "tok-admin", "tok-a"),
+    # the web view: the shell and its files need no token, every fragment is guarded like its JSON twin
+    *(Case(p, p, None, "", 200) for p in UI_PATHS),
+    Case("/ui/fragments/workloads", "/ui/fragments/workloads", "tok-b", "tok-none"),
+    Case("/ui/fragments/workloads", "/ui/fragments/workloads", "tok-a", "tok-b", params={"namespace": "team-a"}),
+    Case("/ui/fragments/workloads/{namespace}/{kind}/{name}", "/ui/fragments/workloads/team-a/PyTorchJob/llama-finetune",
+         "tok-a", "tok-b"),
+    Case("/ui/fragments/definitions", "/ui/fragments/definitions", "tok-admin", "tok-a"),
+    Case("/ui/fragments/errors", "/ui/fragments/errors", "tok-a", "tok-none"),
+    Case("/ui/fragments/errors", "/ui/fragments/errors", "tok-a", "tok-b", params={"namespace": "team-a"}),
 ]
 
 
@@ -149,3 +160,10 @@ def test_denied_single_objects_say_nothing_of_another_namespace(api: TestClient)
 
 def test_namespace_list_kind_is_the_same_right_for_both_lists() -> None:
     assert ROUTES["/workloads"] == ROUTES["/podgroups"] and isinstance(ROUTES["/podgroups"], NamespaceList)
+
+
+def test_every_web_view_fragment_needs_what_its_json_twin_needs() -> None:
+    fragments = {p for p in ROUTES if p.startswith("/ui/") and p not in UI_PATHS}
+    assert fragments == set(UI_TWINS)
+    for fragment, twin in UI_TWINS.items():
+        assert ROUTES[fragment] == ROUTES[twin], (fragment, twin)
