@@ -655,6 +655,7 @@ class Views:
         from grouper.describe.workloads import summarize, summary_without_definition
 
         groups: dict[tuple[str, str], tuple[dict[str, Any], list[str]]] = {}
+        failing: set[tuple[str, str]] = set()  # workloads with a pod whose grouping failed: state Error
         for r in self.state.decision_source().pods(namespace):
             top, pod = r.get("topOwner"), r.get("pod") or {}
             if not isinstance(top, dict) or not top.get("kind"):
@@ -662,11 +663,14 @@ class Views:
             ns = str(pod.get("namespace") or "")
             key = (ns, str(top.get("uid") or f"{top.get('apiVersion')}/{top.get('kind')}/{top.get('name')}"))
             groups.setdefault(key, (top, []))[1].append(str(pod.get("name") or ""))
+            if r.get("outcome") in ("error", "failed"):
+                failing.add(key)
         objects = self.state.object_source()
         gangs = self.state.gang_source()
         now = gangs.clock() if gangs is not None else None
         out: list[WorkloadSummaryView] = []
-        for (ns, _), (top, pod_names) in groups.items():
+        for key, (top, pod_names) in groups.items():
+            ns = key[0]
             av, kind, wname = str(top.get("apiVersion") or ""), str(top["kind"]), str(top.get("name") or "")
             workload = safe_get(objects, av, kind, ns, wname) or {
                 "apiVersion": av, "kind": kind, "metadata": {"name": wname, "namespace": ns, "uid": top.get("uid")}}
@@ -692,6 +696,8 @@ class Views:
                 if views:
                     view.gangs = views
                     view.state = worst_gang_state(views)
+            if key in failing:  # grouping failed for some of its pods (the errors listing says why)
+                view.state = "Error"
             out.append(view)
         return sorted(out, key=lambda s: (s.namespace, s.kind, s.name))
 

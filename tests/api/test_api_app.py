@@ -531,3 +531,13 @@ def test_openapi_schema_is_complete(shared_client: TestClient) -> None:
 def test_health_snapshot_defaults_are_consistent() -> None:
     s = HealthSnapshot(role="leader")
     assert s.now >= s.started_at
+
+
+def test_a_workload_whose_grouping_failed_is_in_state_error(client: TestClient, world: World) -> None:
+    """Issue 39: ``Error`` is a workload state (grouping failed), even with no PodGroup to carry a gang."""
+    objects = batch_objects()
+    lookups = InMemoryLookups(objects)
+    record(world.store, [world.state.grouper.decide(p, lookups) for p in objects if p["kind"] == "Pod"])
+    states = {w["name"]: w["state"] for w in client.get("/workloads", params={"namespace": "batch"}).json()["items"]}
+    assert states["broken"] == "Error", states
+    assert states["fine"] != "Error", states
