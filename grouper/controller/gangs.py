@@ -185,9 +185,9 @@ class GangTracker:
             while self._dirty:
                 try:
                     self.flush()
+                    await self.send_events()
                 except Exception:  # a bug in one computation must not end the tracking
                     log.exception("gang state computation failed")
-                await self.send_events()
                 await asyncio.sleep(0)
             self.expire_memos(self.memo_idle)
 
