@@ -109,6 +109,16 @@ def member_signature(pod: Obj) -> tuple[Any, ...]:
     )
 
 
+def _same_member(old: Obj, pod: Obj, old_meta: dict[str, Any], meta: dict[str, Any]) -> bool:
+    """Whether a pod update leaves what the gang state reads as it was. Cached pods share equal spec and
+    status parts (grouper.kube.cache), so the usual answer is two identity checks."""
+    if (old.get("spec") is pod.get("spec") and old.get("status") is pod.get("status")
+            and bool(old_meta.get("deletionTimestamp")) == bool(meta.get("deletionTimestamp"))
+            and (old_meta.get("labels") or {}).get(SUBGROUP_LABEL) == (meta.get("labels") or {}).get(SUBGROUP_LABEL)):
+        return True
+    return member_signature(old) == member_signature(pod)
+
+
 class GangTracker:
     def __init__(
         self,
@@ -138,13 +148,15 @@ class GangTracker:
     # ------------------------------------------------------------------ watch events (cheap: mark only)
 
     def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
-        old_name = o.annotations(old).get(POD_GROUP_ANNOTATION) if old is not None else None
+        meta = pod.get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+        old_meta = (old.get("metadata") or {}) if old is not None else {}
+        old_name = (old_meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
         if not name and not old_name:
             return
-        if etype != DELETED and name == old_name and old is not None and member_signature(old) == member_signature(pod):
+        if etype != DELETED and name == old_name and old is not None and _same_member(old, pod, old_meta, meta):
             return
-        ns, pod_name = o.namespace(pod), o.name(pod)
+        ns, pod_name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if old_name and old_name != name:
             self._forget((ns, str(old_name)), pod_name)
         if name:
