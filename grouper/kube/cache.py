@@ -541,6 +541,8 @@ class ClusterCache:
             inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
             inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
             return inf
+        if gvk.kind == "PodGroup" and gvk.group == "scheduling.k8s.io":  # the upstream backend's (gang state)
+            return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
         if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
             return Informer(
                 self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics
