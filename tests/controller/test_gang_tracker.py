@@ -395,3 +395,13 @@ def test_upstream_podgroups_by_scheduling_group_and_initially_scheduled() -> Non
     w.pod(upstream_pod("p1", node="n1"), DELETED)
     w.settle()
     assert w.reasons() == ["GangAdmitted", "GangDegraded"]
+
+
+def test_held_pods_share_their_status() -> None:
+    held = [SHAPE.slim(pod_unschedulable(member_pod(f"s{i}"), MESSAGE, now=T0)) for i in range(3)]
+    assert held[0]["status"] is held[1]["status"] is held[2]["status"]
+    widened = PodShape()
+    widened.widen([".status.podIPs"])
+    p = pod_unschedulable(member_pod("w0"), MESSAGE, now=T0)
+    p["status"]["podIPs"] = [{"ip": "10.0.0.1"}]
+    assert widened.slim(p)["status"]["podIPs"] == [{"ip": "10.0.0.1"}]  # unhashable: kept, not shared
