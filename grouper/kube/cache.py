@@ -288,8 +288,15 @@ class PodShape:
             kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
             held = _held(status) if "conditions" not in self.status else None
             if held is not None:
-                kept["conditions"] = [sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})]
-                out["status"] = kept  # a list inside: not shared (held pods only)
+                cond = sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})
+                # one status per distinct (kept fields, shared condition): the held pods of a gang share it
+                key = ("held", tuple(kept.items()), id(cond))
+                status_kept = {**kept, "conditions": [cond]}
+                try:
+                    hash(key)
+                    out["status"] = sharing.parts(_Part(key, status_kept)).value
+                except TypeError:  # a widened status field holding a list or a map: kept as it is
+                    out["status"] = status_kept
             elif kept:
                 out["status"] = sharing.part(kept)
         return out
@@ -314,28 +321,30 @@ def _quantity(value: Any) -> float:
         return 0.0
 
 
-def _container_gpus(c: Any) -> float:
-    res = c.get("resources") if isinstance(c, dict) else None
-    if not isinstance(res, dict):
+def _gpus_of(res: Any) -> float:
+    """The ``nvidia.com/gpu`` of a ``resources`` block (an extended resource's request equals its limit)."""
+    if not res:
         return 0.0
-    for part in ("limits", "requests"):  # an extended resource's request equals its limit when both are set
-        values = res.get(part)
-        if isinstance(values, dict) and GPU_RESOURCE in values:
-            return _quantity(values[GPU_RESOURCE])
+    for part in (res.get("limits"), res.get("requests")) if isinstance(res, dict) else ():
+        if part and GPU_RESOURCE in part:
+            return _quantity(part[GPU_RESOURCE])
     return 0.0
 
 
 def pod_gpus(spec: dict[str, Any]) -> float:
     """The ``nvidia.com/gpu`` the scheduler reserves for a pod: its containers' sum, or the largest init
     container's when larger (the pod-level ``resources`` when set)."""
-    pod_level = _container_gpus({"resources": spec.get("resources")})
+    pod_level = _gpus_of(spec.get("resources"))
     if pod_level:
         return pod_level
-    containers = spec.get("containers")
-    total = sum(_container_gpus(c) for c in containers) if isinstance(containers, list) else 0.0
-    inits = spec.get("initContainers")
-    init_peak = max((_container_gpus(c) for c in inits), default=0.0) if isinstance(inits, list) else 0.0
-    return max(total, init_peak)
+    total = 0.0
+    for c in spec.get("containers") or ():
+        if isinstance(c, dict):
+            total += _gpus_of(c.get("resources"))
+    for c in spec.get("initContainers") or ():
+        if isinstance(c, dict):
+            total = max(total, _gpus_of(c.get("resources")))
+    return total
 
 
 def slim_pod(pod: Obj) -> Obj:
@@ -535,6 +544,8 @@ class ClusterCache:
             inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
             inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
             return inf
+        if gvk.kind == "PodGroup" and gvk.group == "scheduling.k8s.io":  # the upstream backend's (gang state)
+            return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
         if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
             return Informer(
                 self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics
