@@ -3,7 +3,8 @@ nodes): two Jobs in one group are one CompositePodGroup with a child PodGroup ea
 new pod in its workload's child. No pod binds while the group's total does not fit (each Job alone would);
 a node more and all bind; a Job whose annotation goes is scheduled on its own again (its pending pods,
 whose PodGroup is fixed at creation, are recreated by the Job controller into its own PodGroup) while the
-other stays gated. docs/workload-groups.md, *Upstream backend*."""
+other stays gated; a restart writes nothing. Where CompositePodGroup is not served: the flattened gang
+(tests/gang/test_gang_upstream_api.py). docs/workload-groups.md, *Upstream backend*."""
 
 from __future__ import annotations
 
@@ -116,6 +117,17 @@ def test_members_bind_only_together_and_a_member_removed_is_scheduled_alone(
     assert status["renderedPodGroupRef"] == {"apiVersion": COMPOSITE, "kind": "CompositePodGroup", "name": rendered}
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "InputsResolved": "True", "Rendered": "True", "Active": "True"}
+
+    # a restart converges with no write (the group's objects, pods, Events, its status)
+    grouper.wait_idle()
+    group_rv = skube.get(f"/apis/{wg.API_VERSION}/namespaces/{ns}/workloadgroups/{GROUP}")["metadata"]["resourceVersion"]
+    with GrouperThread(sched_cluster, ns, backend="upstream", scheduler_name="default-scheduler") as again:
+        again.wait_idle(settle=1.5)
+        writes = again.writes(("podgroups", "compositepodgroups", "workloads", "pods", "events",
+                                "workloadgroups/status"))
+    assert writes == 0
+    assert skube.get(f"/apis/{wg.API_VERSION}/namespaces/{ns}/workloadgroups/{GROUP}")["metadata"][
+        "resourceVersion"] == group_rv
 
 
 def test_a_member_removed_from_the_group_is_scheduled_on_its_own(
