@@ -204,14 +204,12 @@ class Controller:
             plans=self.plans,
             batch_window=settings.batch_window,
         )
-        # WorkloadGroups (KAI backend): a group's key is reconciled by them; a member's pass hands over to it
-        self.groups: WorkloadGroups | None = None
-        if settings.backend != "upstream":
-            self.groups = WorkloadGroups(
-                cache=self.cache, index=self.index, reconciler=self.reconciler, store=self.store,
-                enqueue=self.queue.add, routing=self.handlers.routing,
-            )
-            self.reconciler.groups = self.groups
+        # WorkloadGroups (either backend): a group's key is reconciled by them; a member's pass hands over to it
+        self.groups: WorkloadGroups | None = WorkloadGroups(
+            cache=self.cache, index=self.index, reconciler=self.reconciler, store=self.store,
+            enqueue=self.queue.add, routing=self.handlers.routing,
+        )
+        self.reconciler.groups = self.groups
         # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions) may change any
         # decision of the workloads it names; a new leader only checks every workload (its kept decisions
         # stand: the handlers invalidate them on every change, leader or not). In the background lane.

@@ -46,9 +46,16 @@ from grouper.controller.reconciler import (
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import is_terminal
+from grouper.core.upstream import scheduling_group
 from grouper.core.workload_group import GroupRender, render_kai, rendered_name
 from grouper.core.workload_group_members import collect
 from grouper.core.workload_group_status import active_condition, same_status, with_times
+from grouper.core.workload_group_upstream import (
+    MAX_TEMPLATES,
+    UpstreamGroupObjects,
+    member_pod_group,
+    render_upstream,
+)
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan
 from grouper.kube.cache import POD, PODGROUP, PRIORITY_CLASS, ClusterCache
 from grouper.kube.informer import MODIFIED, Informer
@@ -112,6 +119,7 @@ class WorkloadGroups:
         self.cache, self.index, self.reconciler, self.store = cache, index, reconciler, store
         self.writer, self.patcher, self.recorder = reconciler.writer, reconciler.patcher, reconciler.recorder
         self.enqueue, self.routing = enqueue, routing
+        self.upstream = reconciler.upstream  # --backend=upstream: CompositePodGroup + child PodGroups instead
         self._member_of: dict[WorkloadKey, WorkloadKey] = {}  # member workload -> the group its last pass joined
         self._in_flight: dict[WorkloadKey, int] = {}  # group -> pod patches on their way
         self._owed: set[WorkloadKey] = set()  # groups to pass again once their patches land
@@ -160,6 +168,25 @@ class WorkloadGroups:
         before = self._member_of.pop(wl, None)
         if before is not None:
             self.enqueue(before)
+
+    async def member_pod_group(self, decision: Decision) -> str | None:
+        """Upstream backend, at admission: the PodGroup a new pod of a member workload joins (its child of
+        the group's composite, or the flattened gang), None when its workload is in no existing group.
+        Named before the group is rendered: a pod joins a PodGroup only at creation, and one that names a
+        PodGroup not yet written waits (the gate)."""
+        if self.upstream is None or decision.top_owner is None or decision.outcome != "grouped":
+            return None
+        ref, ns = decision.top_owner, decision.pod_namespace
+        name = self._annotated(WorkloadKey.of_ref(ref, ns), ref)
+        obj = self._group_object(ns, name) if name else None
+        if not name or obj is None:
+            return None
+        await self.upstream.resources()
+        served = self.upstream.versions is not None and self.upstream.versions.composite_pod_group is not None
+        # a complete group has expectedWorkloads members: more than a composite's templates are flattened
+        expected = (obj.get("spec") or {}).get("expectedWorkloads")
+        composite = served and isinstance(expected, int) and expected <= MAX_TEMPLATES
+        return member_pod_group(ns, name, ref, composite=composite)
 
     def _annotated(self, wl: WorkloadKey, ref: OwnerRef | None) -> str | None:
         obj = self._top_owner(wl, ref)
@@ -229,6 +256,8 @@ class WorkloadGroups:
             self._member_of[wl] = key
             for _, d in plan.decided:
                 self.store.record_decision(d, str(wl))
+        if self.upstream is not None:
+            return await self._apply_upstream(key, obj, involved, render, found)
         return await self._apply(key, obj, involved, render, found)
 
     async def _plan_members(self, candidates: list[WorkloadKey]) -> _Members | Result:
@@ -346,6 +375,132 @@ class WorkloadGroups:
             result.terminal = True  # waits for a change of the group or a member
         return result
 
+    async def _apply_upstream(self, key: WorkloadKey, obj: Obj, involved: InvolvedObject, render: GroupRender,
+                              found: _Members) -> Result:
+        """The upstream backend: the CompositePodGroup and one child PodGroup per member (or one flattened
+        gang where CompositePodGroup is not served), owned by the WorkloadGroup. Pods are never patched
+        (a pod joins a PodGroup only at creation: the webhook names the member's child,
+        :meth:`member_pod_group`); until the group is rendered none of its PodGroups exists, so no member
+        pod binds. A member that left the group gets its unscheduled pods recreated by their controller
+        (:meth:`_free_pods`)."""
+        assert self.upstream is not None
+        ns = key.namespace
+        result = Result(plugin="workload-group")
+        objs: UpstreamGroupObjects | None = None
+        write_error: str | None = None
+        op: str | None = None
+        notes = [*render.notes, *render.pending]
+        try:
+            if render.pod_group is not None:
+                await self.upstream.resources()
+                assert self.upstream.versions is not None
+                pc = render.pod_group.priority_class_name
+                objs = render_upstream(
+                    render, self.upstream.versions, self.upstream.versions.composite_pod_group,
+                    priority_class_exists=not pc or pc in self._priority_values(),
+                )
+            op = await self.upstream.apply_group(objs, ns, o.uid(obj))
+        except ApiError as e:
+            write_error = f"WorkloadGroup {ns}/{key.name}: upstream objects not written: {failure_message(e)}"
+            result.errors.append(write_error)
+            result.terminal = is_terminal_error(e)
+        if op in ("created", "updated"):
+            result.written += 1
+            log.info("upstream objects of WorkloadGroup %s %s", key.name, op, extra={"workload": str(key)})
+        if objs is not None:
+            notes.extend(objs.notes)
+        # member pods: joined at creation; one that names another PodGroup joined before the group existed
+        stray = 0
+        if objs is not None:
+            for pod_name, want in sorted(objs.placement.items()):
+                pod = found.pods.get(f"{ns}/{pod_name}")
+                if pod is not None and scheduling_group(pod) != want:
+                    stray += 1
+            if stray:
+                notes.append(f"{stray} member pod(s) joined another PodGroup (or none) before the group existed: "
+                             "a pod's scheduling group is fixed at creation, so they are placed without the group")
+        result.written += await self._free_pods(key, set(self._candidates(ns, key.name)))
+
+        await self._report(involved, render, found)
+        stored = objs is not None and write_error is None
+        self.store.record_pod_group(
+            ns, render.pod_group_name, workload=str(key),
+            desired={"workload": objs.workload, "compositePodGroup": objs.composite, "podGroups": objs.pod_groups}
+            if objs is not None else None,
+            operation=op, pods=sorted(render.placement), notes=notes,
+            error=write_error or ("; ".join(render.errors) if render.errors else None), stored=stored,
+        )
+        self.store.record_workload(
+            str(key), pods=len(render.placement),
+            podGroups=[o.name(p) for p in objs.pod_groups] if stored and objs is not None else [],
+            plugin="workload-group", result="failed" if render.errors else "ok",
+            error="; ".join(render.errors[:3]) or None,
+        )
+        status = render.status()
+        if stored and objs is not None:
+            kind = "CompositePodGroup" if objs.composite is not None else "PodGroup"
+            version = (objs.composite or objs.pod_groups[0])["apiVersion"]
+            status["renderedPodGroupRef"] = {"apiVersion": version, "kind": kind, "name": render.pod_group_name}
+            if objs.composite is None:  # the loss is stated where the user looks
+                status["conditions"][1]["message"] += f"; {objs.notes[0]}"
+        status["conditions"].append(active_condition(render.pod_group is not None, stored, stray))
+        try:
+            result.written += await self._write_status(obj, status)
+        except ApiError as e:
+            result.errors.append(f"WorkloadGroup {ns}/{key.name}: status not written: {failure_message(e)}")
+            result.terminal = result.terminal or is_terminal_error(e)
+        if render.errors and not result.errors:
+            result.errors.extend(render.errors)
+            result.terminal = True
+        return result
+
+    async def _free_pods(self, key: WorkloadKey, members: set[WorkloadKey], *, gone: bool = False) -> int:
+        """Upstream backend: pods of the namespace's workloads but ``members`` that still name one of its
+        PodGroups cannot move (``spec.schedulingGroup`` is fixed at creation) and would never bind once the
+        group no longer counts them. Those not yet scheduled and managed by a controller are deleted, so
+        their controller creates them anew and the webhook places them in their own PodGroup; a bound pod
+        keeps running, a bare pod (nobody recreates it) is left and reported. Level-triggered: every
+        workload of the namespace is looked at, whoever saw it leave (a restart in between included)."""
+        pods_inf = self.cache.informer(POD)
+        if pods_inf is None:
+            return 0
+        prefix = rendered_name(key.namespace, key.name)
+        deleted = 0
+        workloads = [wl for wl in self.index.workloads()
+                     if wl.namespace == key.namespace and not is_group_key(wl) and wl not in members]
+        for wl in sorted(workloads):
+            top = self._top_owner(wl)
+            try:
+                if top is None or (not gone and wg.membership(top) == key.name):
+                    continue  # not cached (cannot tell), or still a member (the group waits for its pods)
+            except wg.InvalidWorkloadGroup:
+                pass
+            for k in sorted(self.index.pods_of(wl)):
+                pod = pods_inf.get(*k)
+                group = scheduling_group(pod) if pod is not None else None
+                if pod is None or not group or not group.startswith(prefix) or is_terminal(pod):
+                    continue
+                if (pod.get("spec") or {}).get("nodeName"):
+                    continue
+                if not any(r.get("controller") for r in o.owner_references(pod)):
+                    log.warning("Pod %s/%s names PodGroup %s of WorkloadGroup %s it left; not recreated (no "
+                                "controller): delete it to schedule it alone", k[0], k[1], group, key.name)
+                    continue
+                if not self.writer.can_write():
+                    raise NotLeader()
+                body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": o.uid(pod)}}
+                try:
+                    await self.writer.client.request("DELETE", f"/api/v1/namespaces/{k[0]}/pods/{k[1]}", body=body)
+                except ApiError as e:
+                    if not (e.not_found or e.conflict):
+                        raise
+                    continue
+                deleted += 1
+                log.info("Pod %s/%s deleted: it names PodGroup %s of WorkloadGroup %s, which its workload left "
+                         "(its controller creates it anew in its own PodGroup)", k[0], k[1], group, key.name,
+                         extra={"pod": f"{k[0]}/{k[1]}"})
+        return deleted
+
     async def _release(self, key: WorkloadKey, candidates: list[WorkloadKey]) -> Result:
         """The group object is gone (or never was): its members are grouped alone again, the rendered
         PodGroup goes (the garbage collector removes it too: it is owned by the group)."""
@@ -355,6 +510,12 @@ class WorkloadGroups:
         for wl, k in list(self._member_of.items()):
             if k == key and wl not in candidates:
                 self.enqueue(wl)
+        if self.upstream is not None:  # the owner's deletion takes the upstream objects (garbage collector)
+            self._member_of = {wl: k for wl, k in self._member_of.items() if k != key}
+            written = await self._free_pods(key, set(), gone=True)
+            self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))
+            self.store.forget_workload(str(key))
+            return Result(plugin="workload-group", written=written)
         self.index.set_pod_groups(key, ())
         written = await self._delete_rendered(key.namespace, rendered_name(key.namespace, key.name))
         self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))

@@ -23,8 +23,8 @@ from typing import Any
 
 from grouper.core.naming import shorten_name
 from grouper.core.upstream import UpstreamVersions, to_upstream, tree_min_count
-from grouper.core.workload_group import GroupRender
-from grouper.model.podgroup import PodGroupMetadata, SubGroup
+from grouper.core.workload_group import GroupRender, member_prefix, rendered_name
+from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
 
 COMPOSITE_KIND = "CompositePodGroup"
 COMPOSITE_VERSION = "scheduling.k8s.io/v1alpha3"  # the only version serving it (1.37)
@@ -42,6 +42,14 @@ class UpstreamGroupObjects:
 
     def objects(self) -> list[dict[str, Any]]:
         return [self.workload, *([self.composite] if self.composite else []), *self.pod_groups]
+
+
+def member_pod_group(namespace: str, group: str, member: OwnerRef, *, composite: bool = True) -> str:
+    """The upstream PodGroup a member workload's pods join, known from the group's name and the workload
+    alone (so the admission webhook can name it before it exists): the member's child of the composite,
+    or the one flattened gang."""
+    rendered = rendered_name(namespace, group)
+    return shorten_name(f"{rendered}-{member_prefix(group, member)}") if composite else rendered
 
 
 def _subtree(md: PodGroupMetadata, root: SubGroup) -> PodGroupMetadata:
@@ -151,4 +159,4 @@ def render_upstream(
     return UpstreamGroupObjects(workload, composite, children, placement, notes)
 
 
-__all__ = ["COMPOSITE_VERSION", "UpstreamGroupObjects", "render_upstream"]
+__all__ = ["COMPOSITE_VERSION", "MAX_TEMPLATES", "UpstreamGroupObjects", "member_pod_group", "render_upstream"]

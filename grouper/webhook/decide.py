@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from grouper.controller.controller import Controller
 from grouper.core.decision import Decision
@@ -49,7 +50,18 @@ def controller_decider(controller: Controller, *, owner_wait: float = OWNER_WAIT
                     return None
                 continue
             if decision.outcome != "error" or decision.reason not in OWNER_GONE_REASONS or remaining <= 0:
-                return decision
+                return await _in_group(controller, decision)
             await asyncio.sleep(0.05)
 
     return decide
+
+
+async def _in_group(controller: Controller, decision: Decision) -> Decision:
+    """Upstream backend: a pod of a WorkloadGroup's member joins the member's PodGroup of the group (its
+    scheduling group is fixed at creation, so it is named here, before the group may be rendered)."""
+    if controller.groups is None or decision.pod_group is None:
+        return decision
+    name = await controller.groups.member_pod_group(decision)
+    if name is None:
+        return decision
+    return replace(decision, pod_group=replace(decision.pod_group, name=name))

@@ -43,6 +43,7 @@ from grouper.core.upstream import (
     scheduling_group,
     to_upstream,
 )
+from grouper.core.workload_group_upstream import UpstreamGroupObjects
 from grouper.kube.discovery import WELL_KNOWN, Discovery, Resource
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.model import objects as o
@@ -305,11 +306,13 @@ class UpstreamWriter:
         dropped: list[str],
         *,
         tolerate_invalid: bool = False,
+        stored: Obj | None = None,
     ) -> Operation:
-        """Create or update one object; ``dropped`` gets the fields of ``desired`` it was stored without."""
+        """Create or update one object; ``dropped`` gets the fields of ``desired`` it was stored without;
+        ``stored``: the object as just listed (None: not known)."""
         meta = desired["metadata"]
         ns, name = meta["namespace"], meta["name"]
-        existing = self.expectations.current(kind, ns, name, None)
+        existing = self.expectations.current(kind, ns, name, stored)
         for attempt in range(self.max_conflicts + 1):
             if existing is not None:
                 fixed = _fixed_fields_differ(desired, existing)
@@ -357,6 +360,95 @@ class UpstreamWriter:
                 )
             return "created" if existing is None else "updated"
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+    # ------------------------------------------------------------------ WorkloadGroups (several workloads)
+
+    async def composite_resource(self) -> Resource | None:
+        """The CompositePodGroup resource where the API server serves it (discovered with the versions)."""
+        await self.resources()
+        av = self.versions.composite_pod_group if self.versions is not None else None
+        return await self.discovery.resolve(GVK.from_api_version(av, COMPOSITE_KIND)) if av else None
+
+    async def _owned(self, res: Resource, namespace: str, owner_uid: str) -> dict[str, Obj]:
+        items = await self.client.list_items(res.path(namespace))
+        return {o.name(i): i for i in items
+                if any(r.get("uid") == owner_uid for r in o.owner_references(i))}
+
+    async def apply_group(self, objs: UpstreamGroupObjects | None, namespace: str, owner_uid: str) -> Operation:
+        """Converge the objects owned by one WorkloadGroup (``owner_uid``) to ``objs``: the Workload, the
+        CompositePodGroup (if any) and the PodGroups; ``objs`` None deletes them all (the group is not
+        rendered: its gate is that the PodGroups its member pods name do not exist).
+
+        The shape of a composite is fixed at creation (the Workload's templates, ``minGroupCount``, the
+        children's parent and template): a changed member set deletes the group's objects and creates
+        them anew. PodGroups the set no longer has are deleted. Listed, not watched: a group pass is rare."""
+        wl_res, pg_res = await self.resources()
+        cpg_res = await self.composite_resource()
+        stored_wl = await self._owned(wl_res, namespace, owner_uid)
+        stored_pg = await self._owned(pg_res, namespace, owner_uid)
+        stored_cpg = await self._owned(cpg_res, namespace, owner_uid) if cpg_res is not None else {}
+        notes = objs.notes if objs is not None else []
+        deleted = 0
+        if objs is not None:
+            wname = objs.workload["metadata"]["name"]
+            old = stored_wl.get(wname)
+            if old is not None and _shape(old) != _shape(objs.workload):
+                # another member set: nothing of the old shape can be changed in place
+                for res, kind, found in ((cpg_res, COMPOSITE_KIND, stored_cpg), (pg_res, EXPECT_PODGROUP, stored_pg),
+                                         (wl_res, EXPECT_WORKLOAD, stored_wl)):
+                    for name, obj in list(found.items()):
+                        if res is not None:
+                            deleted += await self._delete(res, kind, obj)
+                        found.pop(name)
+        keep = set() if objs is None else {o.name(x) for x in objs.objects()}
+        for res, kind, found in ((pg_res, EXPECT_PODGROUP, stored_pg), (cpg_res, COMPOSITE_KIND, stored_cpg),
+                                 (wl_res, EXPECT_WORKLOAD, stored_wl)):
+            for name, obj in found.items():
+                if name not in keep and res is not None:
+                    deleted += await self._delete(res, kind, obj)
+        if objs is None:
+            return "updated" if deleted else "unchanged"
+        dropped: list[str] = []
+        ops = [await self._apply_one(wl_res, EXPECT_WORKLOAD, objs.workload, notes, dropped,
+                                     tolerate_invalid=True, stored=stored_wl.get(o.name(objs.workload)))]
+        if objs.composite is not None:
+            if cpg_res is None:
+                raise UpstreamApiMissing(f"{COMPOSITE_KIND} is no longer served")
+            ops.append(await self._apply_one(cpg_res, COMPOSITE_KIND, objs.composite, notes, dropped,
+                                             stored=stored_cpg.get(o.name(objs.composite))))
+        for pg in objs.pod_groups:
+            ops.append(await self._apply_one(pg_res, EXPECT_PODGROUP, pg, notes, dropped,
+                                             stored=stored_pg.get(o.name(pg))))
+        if dropped:
+            notes.append(f"Warning: the API server did not store {', '.join(dropped)} (a feature gate off on "
+                         "kube-apiserver?); the scheduler does not see them")
+        return "created" if "created" in ops else "updated" if "updated" in ops or deleted else "unchanged"
+
+    async def _delete(self, res: Resource, kind: str, obj: Obj) -> int:
+        if not self.can_write():
+            raise NotLeader()
+        ns, name, uid = o.namespace(obj), o.name(obj), o.uid(obj)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            await self.client.request("DELETE", res.path(ns, name), body=body)
+        except ApiError as e:
+            if e.not_found or e.conflict:
+                return 0
+            raise
+        self.expectations.deleted(kind, ns, name, uid)
+        log.info("%s %s/%s deleted (its WorkloadGroup's members changed)", obj.get("kind") or kind, ns, name)
+        return 1
+
+
+def _shape(workload: Obj) -> list[tuple[str, Any, list[str]]]:
+    """What of a group's Workload is fixed at creation: its composite templates and their children."""
+    spec = workload.get("spec") or {}
+    out = [(str(t.get("name")), (t.get("schedulingPolicy") or {}).get("gang"),
+            [str(c.get("name")) for c in t.get("podGroupTemplates") or []])
+           for t in spec.get("compositePodGroupTemplates") or []]
+    out.extend((str(t.get("name")), "flat", []) for t in spec.get("podGroupTemplates") or [])
+    return out
 
 
 def upstream_desired(objs: UpstreamObjects) -> dict[str, Any]:

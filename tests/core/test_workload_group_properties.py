@@ -4,7 +4,11 @@ per member, random policies) rendered in every order.
 Properties: the render is deterministic and independent of the order of the members (and of duplicates);
 a complete group is rendered with root ``minSubGroup`` = members, every member pod in exactly one leaf
 sub-group and placed there, and the PodGroup passes ``validate_pod_group``; an incomplete group renders
-nothing and gates every member pod on the unwritten PodGroup's name. The same through ``grouper plan``:
+nothing and gates every member pod on the unwritten PodGroup's name. The upstream backend's objects (what
+the controller writes with ``--backend=upstream``: a CompositePodGroup and a child PodGroup per member, or
+the flattened gang) are deterministic and independent of the member order too, and every member pod is
+placed in the PodGroup the admission webhook names for its workload (``member_pod_group``), which knows
+only the group and the workload. The same through ``grouper plan``:
 the order of the objects in the input files (members, pods and the WorkloadGroup object itself) does
 not change the plan.
 """
@@ -23,8 +27,10 @@ from wg_builders import NS, VALUES, flat, group, member, tree
 
 from grouper.core.config import GroupingConfig
 from grouper.core.plan import plan
+from grouper.core.upstream import UpstreamVersions
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_group import GroupRender, Member, render_kai, rendered_name
+from grouper.core.workload_group_upstream import COMPOSITE_VERSION, member_pod_group, render_upstream
 from grouper.karta import DefinitionRegistry
 from grouper.runtime.composition import build_grouper
 
@@ -114,6 +120,32 @@ def test_an_incomplete_group_renders_nothing_and_gates_every_member_pod(ms: list
     assert r.state == "Pending" and r.pod_group is None
     pods = {p for m in ms for g in m.groups for p in g.pods}
     assert r.placement == {p: (rendered_name(NS, "rl"), None) for p in pods}
+
+
+UPSTREAM = UpstreamVersions("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1beta1", COMPOSITE_VERSION)
+
+
+@given(members(), st.randoms(use_true_random=False), st.booleans(), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_upstream_objects_are_deterministic_order_independent_and_agree_with_the_webhook(
+    ms: list[Member], rnd: Any, composite: bool, duplicate: bool
+) -> None:
+    spec = group(len(ms), preemptibility="preemptible")
+    version = COMPOSITE_VERSION if composite else None
+    first = render_upstream(render_kai(NS, "rl", spec, ms, VALUES), UPSTREAM, version)
+    shuffled = list(ms) + ([ms[0]] if duplicate else [])
+    rnd.shuffle(shuffled)
+    again = render_upstream(render_kai(NS, "rl", spec, shuffled, VALUES), UPSTREAM, version)
+    assert (again.objects(), again.placement, again.notes) == (first.objects(), first.placement, first.notes)
+    # the webhook names a new pod's PodGroup from the group and its workload alone: the same as the render
+    for m in ms:
+        want = member_pod_group(NS, "rl", m.ref, composite=composite and len(ms) <= 8)
+        assert {first.placement[p] for g in m.groups for p in g.pods} == {want}
+    assert {o["metadata"]["name"] for o in first.pod_groups} == set(first.placement.values())
+    if first.composite is not None:
+        assert first.composite["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": len(ms)}}
+        assert all(pg["spec"]["parentCompositePodGroupName"] == first.composite["metadata"]["name"]
+                   for pg in first.pod_groups)
 
 
 # ---------------------------------------------------------------- through `grouper plan`

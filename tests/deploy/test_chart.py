@@ -250,11 +250,18 @@ def test_the_upstream_backend_gets_its_rbac_only_when_chosen() -> None:
     assert not [o for o in objects(chart.template()) if o["kind"] == "MutatingWebhookConfiguration"]
     rules = _upstream_rules(objects(chart.template({"args": {"backend": "upstream"}})))
     assert rules == [
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads"], "verbs": ["get", "create", "update"]},
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],
-         "verbs": ["get", "list", "watch", "create", "update"]},
+        # list / delete: a WorkloadGroup's objects, found by owner and replaced when its members change
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "compositepodgroups"],
+         "verbs": ["get", "list", "create", "update", "delete"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],  # watched: the gang state
+         "verbs": ["get", "list", "watch", "create", "update", "delete"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
     ]
+    pods = [r for r in one(objects(chart.template({"args": {"backend": "upstream"}})), "ClusterRole")["rules"]
+            if r["resources"] == ["pods"]]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]} in pods  # a member that left its group
+    assert not [r for r in one(objects(chart.template()), "ClusterRole")["rules"]
+                if r["resources"] == ["pods"] and "delete" in r["verbs"]], "KAI backend: pods are never deleted"
 
 
 def test_the_webhook_renders_its_objects_and_flags() -> None:

@@ -316,3 +316,41 @@ def test_no_version_serving_both_kinds_is_an_error_in_the_record_and_nothing_is_
             assert "refused rather than mixing versions" in rec["lastError"], rec
             assert g.metrics.value("podgrouper_upstream_refused_versions", {"version": "v1beta1"}) == 1
             assert k.list(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/workloads") == []
+
+
+def test_a_workload_group_is_one_flattened_gang_where_composites_are_not_served(
+    gkube: Kube, gns: str, gated: LocalCluster
+) -> None:
+    """``--backend=upstream`` with CompositePodGroup off: the controller writes the flattened gang (one
+    PodGroup of the members' minima summed) owned by the WorkloadGroup, the webhook puts every member pod
+    in it, and the loss is stated in the WorkloadGroup's status."""
+    from test_workload_groups_upstream_live import gpu_job, workload_group
+    from webhooks import grouper_with_webhook
+
+    from grouper.core.workload_group import rendered_name
+    from grouper.model import workload_group as wg
+
+    v1a3 = "scheduling.k8s.io/v1alpha3"
+    label_namespace(gkube, gns)
+    with grouper_with_webhook(gated, gkube, gns, backend="upstream", scheduler_name="default-scheduler"):
+        gkube.create(f"/apis/{wg.API_VERSION}/namespaces/{gns}/workloadgroups", workload_group("rl", 2))
+        for name in ("a", "b"):
+            gkube.create(f"/apis/batch/v1/namespaces/{gns}/jobs", gpu_job(name, "none", 2, 1))
+        rendered = rendered_name(gns, "rl")
+        path = f"/apis/{v1a3}/namespaces/{gns}/podgroups/{rendered}"
+        pg = wait_until(lambda: gkube.exists(path) and gkube.get(path), 60, what="the flattened gang")
+        assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+        assert [r["kind"] for r in pg["metadata"]["ownerReferences"]] == [wg.KIND]
+        assert [p["metadata"]["name"] for p in gkube.list(f"/apis/{v1a3}/namespaces/{gns}/podgroups")] == [rendered]
+        pods = gkube.list(f"/api/v1/namespaces/{gns}/pods")
+        assert len(pods) == 4 and {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {rendered}
+
+        def rendered_status() -> dict[str, Any] | None:
+            status = gkube.get(f"/apis/{wg.API_VERSION}/namespaces/{gns}/workloadgroups/rl").get("status") or {}
+            return status if status.get("renderedPodGroupRef") else None
+
+        status = wait_until(rendered_status, 30, what="the group's status")
+        assert status["renderedPodGroupRef"] == {"apiVersion": v1a3, "kind": "PodGroup", "name": rendered}
+        (cond,) = [c for c in status["conditions"] if c["type"] == "Rendered"]
+        assert cond["status"] == "True" and "does not serve CompositePodGroup" in cond["message"]
+        assert "one member's extra pods can stand in for another's missing ones" in cond["message"]
