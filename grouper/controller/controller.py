@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from grouper.controller.gangs import GangTracker
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
@@ -85,6 +86,7 @@ class ControllerSettings:
     sync_timeout: float = 120.0
     allowed_kinds: frozenset[tuple[str, str]] | None = None  # (group, kind) owners/objects to cache; None: any
     backend: str = "kai"  # "upstream": write scheduling.k8s.io Workload + PodGroups instead of KAI's
+    workload_info_metrics: bool = False  # podgrouper_workload_info: one series per workload
 
 
 class Controller:
@@ -171,6 +173,9 @@ class Controller:
                 else None
             ),
         )
+        # the gang state of every PodGroup (issue 39): marked dirty by pod/PodGroup events, computed in its task
+        self.gangs = GangTracker(self.cache, metrics=metrics, recorder=self.recorder)
+        metrics.add_gang_source(self.gangs, workload_info=settings.workload_info_metrics)
         self.plans = PlanCache()
         self.reconciler = Reconciler(
             cache=self.cache,
@@ -249,6 +254,7 @@ class Controller:
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
         await self.cache.start_defaults_configmap()
         self._spawn(self._expire_plans())
+        self._spawn(self.gangs.run())
         self._started = True
         self.started_at = time.monotonic()
         log.info(
@@ -419,10 +425,12 @@ class Controller:
             if gvk == PODGROUP:
                 informer.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
                 informer.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
+                informer.add_handler(self.gangs.on_pod_group)
                 if self.karta_sync is not None:  # owners of PodGroups a definition made stay walkable
                     self.karta_sync.attach_pod_groups(informer)
             elif gvk == POD:
                 informer.add_index(POD_PODGROUP_INDEX, pod_group_names)
+                informer.add_handler(self.gangs.on_pod)
             self.handlers.attach(gvk, informer)
 
     def _reroute(self, scope: Kinds) -> Iterator[None]:

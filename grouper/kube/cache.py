@@ -10,8 +10,9 @@ Lookups never do I/O, so ``Grouper.decide`` stays synchronous and pure, exactly 
 
 Two policies live here because they decide what is cached:
 
-- **What a cached pod keeps** (:class:`PodShape`): the metadata grouping reads, a few spec fields and the
-  phase — plus any ``spec``/``status`` field a loaded Karta pod selector reads (the shape widens when
+- **What a cached pod keeps** (:class:`PodShape`): the metadata grouping reads, a few spec fields, the
+  phase, its ``nvidia.com/gpu`` request (:data:`GPUS_FIELD`) and, while it is unschedulable, its
+  ``PodScheduled=False`` condition (what the gang state reports) — plus any ``spec``/``status`` field a loaded Karta pod selector reads (the shape widens when
   such a definition is loaded, and the pod informer re-lists to fill the field in).
 - **Which kinds may be cached at all** (:class:`KindPolicy`): an owner reference is written by whoever
   creates the pod, so a tenant could otherwise make the grouper start a cluster-wide informer of any
@@ -142,6 +143,12 @@ _POD_META = (
     "generateName",
 )
 _POD_SPEC = ("schedulerName", "priorityClassName", "nodeName", "schedulingGroup")
+# The pod's nvidia.com/gpu request, kept in the cached spec under a name no PodSpec field has (the
+# containers are dropped; the gang state sums it). Absent when 0.
+GPUS_FIELD = "podgrouper.gpus"
+GPU_RESOURCE = "nvidia.com/gpu"
+# The PodScheduled=False condition's fields a cached pod keeps (the scheduler's reason for holding it).
+_POD_CONDITION = ("type", "status", "reason", "message", "lastTransitionTime")
 # `.spec.foo`, `.status["foo"]`, `.spec?.foo` ...: the top-level field a jq path starts with
 _POD_PATH = re.compile(r"""\.(spec|status)\??\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*"([^"]+)"\s*\])""")
 
@@ -258,26 +265,78 @@ class PodShape:
 
     def slim(self, pod: Obj) -> Obj:
         """A pod as cached: containers, volumes, conditions etc. are dropped (most of a pod's size), and
-        what repeats among pods is shared (:class:`_Sharing`). Read-only, like every cached object."""
+        what repeats among pods is shared (:class:`_Sharing`). Read-only, like every cached object.
+
+        Kept for the gang state: the GPU request (:data:`GPUS_FIELD`, derived from the containers before
+        they go) and, only while the pod is held, its ``PodScheduled=False`` condition (one shared dict per
+        distinct reason, message and time: the held pods of a gang share it)."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         sharing = self.sharing
+        if isinstance(spec, dict):
+            kept_spec = {k: sharing.string(spec[k]) for k in sorted(self.spec) if k in spec}
+            gpus = pod_gpus(spec)
+            if gpus:
+                kept_spec[GPUS_FIELD] = gpus
         out: Obj = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": sharing.metadata(meta) if isinstance(meta, dict) else {},
-            "spec": (
-                sharing.part({k: sharing.string(spec[k]) for k in sorted(self.spec) if k in spec})
-                if isinstance(spec, dict)
-                else {}
-            ),
+            "spec": sharing.part(kept_spec) if isinstance(spec, dict) else {},
         }
         status = pod.get("status")
         if isinstance(status, dict):
             kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
-            if kept:
+            held = _held(status) if "conditions" not in self.status else None
+            if held is not None:
+                kept["conditions"] = [sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})]
+                out["status"] = kept  # a list inside: not shared (held pods only)
+            elif kept:
                 out["status"] = sharing.part(kept)
         return out
+
+
+def _held(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's ``PodScheduled`` condition when it is ``False`` (the scheduler holds the pod), else None."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            return c if c.get("status") == "False" else None
+    return None
+
+
+def _quantity(value: Any) -> float:
+    """An extended resource's quantity (a whole number: ``"2"`` or ``2``); 0 when unreadable."""
+    try:
+        return float(value) if isinstance(value, int | float) else float(str(value))
+    except ValueError:
+        return 0.0
+
+
+def _container_gpus(c: Any) -> float:
+    res = c.get("resources") if isinstance(c, dict) else None
+    if not isinstance(res, dict):
+        return 0.0
+    for part in ("limits", "requests"):  # an extended resource's request equals its limit when both are set
+        values = res.get(part)
+        if isinstance(values, dict) and GPU_RESOURCE in values:
+            return _quantity(values[GPU_RESOURCE])
+    return 0.0
+
+
+def pod_gpus(spec: dict[str, Any]) -> float:
+    """The ``nvidia.com/gpu`` the scheduler reserves for a pod: its containers' sum, or the largest init
+    container's when larger (the pod-level ``resources`` when set)."""
+    pod_level = _container_gpus({"resources": spec.get("resources")})
+    if pod_level:
+        return pod_level
+    containers = spec.get("containers")
+    total = sum(_container_gpus(c) for c in containers) if isinstance(containers, list) else 0.0
+    inits = spec.get("initContainers")
+    init_peak = max((_container_gpus(c) for c in inits), default=0.0) if isinstance(inits, list) else 0.0
+    return max(total, init_peak)
 
 
 def slim_pod(pod: Obj) -> Obj:
@@ -361,11 +420,53 @@ class TemplateSharing:
 _TEMPLATES = TemplateSharing()
 
 
+# PodGroup status as cached: only what the gang state reads (grouper.core.gang_state.gang_of).
+_KAI_CONDITION = ("type", "status", "nodePool", "reason", "message", "lastTransitionTime")
+_UPSTREAM_CONDITION = ("type", "status", "reason", "message", "lastTransitionTime")
+_PODGROUP_STRINGS = Interner(4096)  # reasons and messages repeat among the gangs of a queue
+
+
+def _shared(value: Any) -> Any:
+    return _PODGROUP_STRINGS(value) if type(value) is str and len(value) <= 1024 else value
+
+
+def _conditions(items: Any, keep: tuple[str, ...], with_reasons: bool) -> list[dict[str, Any]]:
+    out = []
+    for c in items if isinstance(items, list) else ():
+        if not isinstance(c, dict):
+            continue
+        kept = {k: _shared(c[k]) for k in keep if k in c}
+        if with_reasons and isinstance(c.get("reasons"), list):
+            kept["reasons"] = [{k: _shared(r[k]) for k in ("reason", "message") if k in r}
+                               for r in c["reasons"] if isinstance(r, dict)]
+        out.append(kept)
+    return out
+
+
+def slim_status(status: Any) -> dict[str, Any] | None:
+    """The scheduler's record of a PodGroup the gang state reads: KAI's ``schedulingConditions`` (type,
+    node pool, reasons, time) and ``resourcesStatus``, upstream's ``conditions``. None when there is none."""
+    if not isinstance(status, dict):
+        return None
+    out: dict[str, Any] = {}
+    if status.get("schedulingConditions"):
+        out["schedulingConditions"] = _conditions(status["schedulingConditions"], _KAI_CONDITION, True)
+    if status.get("conditions"):
+        out["conditions"] = _conditions(status["conditions"], _UPSTREAM_CONDITION, False)
+    if isinstance(status.get("resourcesStatus"), dict) and status["resourcesStatus"]:
+        out["resourcesStatus"] = status["resourcesStatus"]  # a few ResourceLists
+    return out or None
+
+
 def slim_podgroup(pg: Obj) -> Obj:
-    """PodGroups as cached: no ``status`` (written by the scheduler, never read by us) and no managedFields."""
+    """PodGroups as cached: no managedFields, and of ``status`` (written by the scheduler) only what the gang
+    state reads (:func:`slim_status`); phase, counters and the rest are dropped."""
     pg = strip_managed_fields(pg)
     if "status" in pg:
+        status = slim_status(pg["status"])
         pg = {k: v for k, v in pg.items() if k != "status"}
+        if status is not None:
+            pg["status"] = status
     return pg
 
 

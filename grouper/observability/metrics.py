@@ -2,20 +2,31 @@
 
 Every component receives the same :class:`Metrics` instance instead of touching the global default
 registry, so tests create a fresh one per controller and read exact counts from it. Labels are
-bounded on purpose: verbs, resources, results, reasons and plugin names — never pod or workload names.
+bounded on purpose: verbs, resources, results, reasons, plugin names, gang states and queues — never pod or
+workload names, except ``podgrouper_workload_info`` (one series per workload), served only with
+``--workload-info-metrics``.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from grouper import __version__
 
 PREFIX = "podgrouper"
 M = TypeVar("M", bound=MetricWrapperBase)
+
+# Gang states (grouper.core.gang_state.State), in the order the metrics list them.
+GANG_STATES = ("Grouping", "Waiting", "Admitted", "Degraded", "Error")
+# Time to admission: gangs wait from seconds (an idle cluster) to days (a full queue).
+_ADMISSION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -27,6 +38,7 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
+        self._gangs: GangCollector | None = None
         self.reconciles = Counter(
             f"{PREFIX}_reconciles_total",
             "Workload reconciles by result and plugin.",
@@ -162,8 +174,32 @@ class Metrics:
             ["kind", "field"],
             registry=r,
         )
+        # gang state (grouper.controller.gangs): transitions and admissions as they happen; the per-state
+        # gauges are read from the tracker at scrape time (add_gang_source)
+        self.gang_transitions = Counter(
+            f"{PREFIX}_gang_transitions_total",
+            "Gang state transitions of PodGroups (from, to: Grouping, Waiting, Admitted, Degraded, Error). A state "
+            "rebuilt after a restart is no transition.",
+            ["from", "to"],
+            registry=r,
+        )
+        self.gang_time_to_admission = Histogram(
+            f"{PREFIX}_gang_time_to_admission_seconds",
+            "From the first pod's creation to the gang's first admission, observed when it is admitted, by queue.",
+            ["queue"],
+            buckets=_ADMISSION_BUCKETS,
+            registry=r,
+        )
         self.build_info = Gauge(f"{PREFIX}_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
+
+    def add_gang_source(self, source: GangSource, *, workload_info: bool = False) -> None:
+        """Serve the per-state gang gauges (and, with ``workload_info``, one info series per workload) from
+        ``source`` at every scrape."""
+        if self._gangs is not None:  # a new controller on the same registry (tests): its tracker replaces
+            self.registry.unregister(self._gangs)
+        self._gangs = GangCollector(source, workload_info=workload_info)
+        self.registry.register(self._gangs)
 
     def child(self, metric: M, *values: str) -> M:
         """``metric.labels(*values)`` (in the order of its label names), kept: the hot paths count a few
@@ -180,3 +216,82 @@ class Metrics:
         """Current sample value (0 when absent); for tests and the benchmark."""
         v = self.registry.get_sample_value(name, labels or {})
         return float(v) if v is not None else 0.0
+
+
+@dataclass(frozen=True)
+class GangSample:
+    """One PodGroup's gang as the metrics see it (no names: the gauges are by state and queue)."""
+
+    state: str
+    queue: str
+    pods: int  # pods present (not being deleted)
+    gpus: float  # their nvidia.com/gpu requests
+    seconds_in_state: float
+
+
+@dataclass(frozen=True)
+class WorkloadSample:
+    namespace: str
+    kind: str
+    name: str
+    queue: str
+    state: str  # the worst of its gangs'
+
+
+class GangSource(Protocol):
+    """What the gang collector reads (``grouper.controller.gangs.GangTracker``); called in the scrape."""
+
+    def gang_samples(self) -> Iterable[GangSample]: ...
+
+    def workload_samples(self) -> Iterable[WorkloadSample]: ...
+
+
+class GangCollector(Collector):
+    """The gang gauges, computed from the tracker at scrape time (a sum over its PodGroups, no per-event
+    bookkeeping). Series: 5 states x the queues that have a gang, each state listed (0 when empty) so an
+    alert's expression keeps its series while a state empties. ``podgrouper_workload_info`` (opt-in) has
+    one series per workload."""
+
+    def __init__(self, source: GangSource, *, workload_info: bool = False) -> None:
+        self.source, self.workload_info = source, workload_info
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        labels = ["state", "queue"]
+        gangs = GaugeMetricFamily(f"{PREFIX}_gangs", "PodGroups by gang state and queue.", labels=labels)
+        pods = GaugeMetricFamily(f"{PREFIX}_gang_pods", "Pods of the gangs by gang state and queue.", labels=labels)
+        gpus = GaugeMetricFamily(f"{PREFIX}_gang_requested_gpus",
+                                 "nvidia.com/gpu requested by the pods of the gangs, by gang state and queue.",
+                                 labels=labels)
+        oldest = GaugeMetricFamily(f"{PREFIX}_gang_oldest_seconds",
+                                   "Longest time any gang has been in its state, by state and queue (0: none).",
+                                   labels=labels)
+        return gangs, pods, gpus, oldest
+
+    def collect(self) -> Iterator[Metric]:
+        totals: dict[tuple[str, str], list[float]] = {}
+        for g in self.source.gang_samples():
+            for state in GANG_STATES:
+                totals.setdefault((state, g.queue), [0.0, 0.0, 0.0, 0.0])
+            t = totals.setdefault((g.state, g.queue), [0.0, 0.0, 0.0, 0.0])
+            t[0] += 1
+            t[1] += g.pods
+            t[2] += g.gpus
+            t[3] = max(t[3], g.seconds_in_state)
+        families = self._families()
+        for (state, queue), values in sorted(totals.items()):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([state, queue], value)
+        yield from families
+        if self.workload_info:
+            info = GaugeMetricFamily(
+                f"{PREFIX}_workload_info",
+                "1 per workload (top owner) with a PodGroup: its gang state (the worst of its PodGroups') and "
+                "queue. One series per workload (--workload-info-metrics).",
+                labels=["namespace", "kind", "name", "queue", "state"],
+            )
+            for w in self.source.workload_samples():
+                info.add_metric([w.namespace, w.kind, w.name, w.queue, w.state], 1)
+            yield info

@@ -151,6 +151,7 @@ class Service:
                 batch_window=s.batch_window_seconds,
                 allowed_kinds=cached_kinds(kinds_of(s.extra_owner_kinds)),
                 backend=s.backend,
+                workload_info_metrics=s.workload_info_metrics,
             ),
             grouper=grouper,
             metrics=self.metrics,

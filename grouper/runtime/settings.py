@@ -178,6 +178,7 @@ class RunSettings:
     webhook_key_file: str = ""
     webhook_client_ca: str = ""
     webhook_allow_unauthenticated: bool = False
+    workload_info_metrics: bool = False
 
     def grouping_config(self) -> GroupingConfig:
         return GroupingConfig.from_flags(self)
@@ -280,6 +281,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         parse_bool,
         "serve the webhook without --webhook-client-ca, answering anyone who reaches its port (only for "
         "an API server that cannot present a client certificate; restrict the port to it)",
+    ),
+    "workload-info-metrics": (
+        parse_bool,
+        "serve podgrouper_workload_info{namespace,kind,name,queue,state}: one series per workload with a "
+        "PodGroup (cardinality = workloads; off: only per-state and per-queue gang metrics)",
     ),
     "extra-owner-kinds": (
         parse_kinds,

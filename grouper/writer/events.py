@@ -102,8 +102,9 @@ class EventRecorder:
         self.sent = 0  # Events created or patched (for tests and logs)
         self.suppressed = 0
 
-    async def warn(self, obj: InvolvedObject, message: str, reason: str = REASON) -> None:
-        """Report ``message`` about ``obj`` as a Warning Event, subject to de-duplication and rate limits."""
+    async def warn(self, obj: InvolvedObject, message: str, reason: str = REASON, *, event_type: str = "Warning") -> None:
+        """Report ``message`` about ``obj`` as a Warning Event (``event_type`` ``Normal`` for news that is no
+        failure, e.g. a gang admitted), subject to de-duplication and rate limits."""
         if not self.can_write():
             return
         key = (obj.key, reason)
@@ -128,7 +129,7 @@ class EventRecorder:
             s.tokens -= 1
         else:
             s = _Series("", "", "", "", 0, 0, 0.0, 0.0, float(self.burst - 1), now)
-        await self._create(obj, reason, message, s, now)
+        await self._create(obj, reason, message, s, now, event_type)
         self._series[key] = s
         self._series.move_to_end(key)
         while len(self._series) > self.max_tracked:
@@ -155,7 +156,9 @@ class EventRecorder:
         if self._standing:
             self._standing.pop((obj.key, cause), None)
 
-    async def _create(self, obj: InvolvedObject, reason: str, message: str, s: _Series, now: float) -> None:
+    async def _create(
+        self, obj: InvolvedObject, reason: str, message: str, s: _Series, now: float, event_type: str = "Warning"
+    ) -> None:
         ts = _now_rfc3339()
         namespace = obj.namespace or "default"
         name = f"{obj.name}.{time.time_ns():x}"
@@ -166,7 +169,7 @@ class EventRecorder:
             "involvedObject": obj.to_dict(),
             "reason": reason,
             "message": message[:1024],
-            "type": "Warning",
+            "type": event_type,
             "source": {"component": COMPONENT, "host": self.host},
             "reportingComponent": COMPONENT,
             "reportingInstance": self.host,

@@ -20,7 +20,7 @@ import pytest
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.lookups import InMemoryLookups
-from grouper.kube.cache import PodShape, slim_owner, slim_pod
+from grouper.kube.cache import GPUS_FIELD, PodShape, pod_gpus, slim_owner, slim_pod
 from grouper.kube.compact import SMALL, Interner, add_member, discard_member, members
 from grouper.kube.discovery import Resource
 from grouper.kube.informer import Informer
@@ -104,7 +104,14 @@ def _plain_slim(shape: PodShape, pod: dict[str, Any]) -> dict[str, Any]:
         "metadata": {k: copy.deepcopy(meta[k]) for k in keep if k in meta},
         "spec": {k: copy.deepcopy(spec[k]) for k in shape.spec if k in spec},
     }
+    if pod_gpus(spec):  # the GPU request, for the gang state
+        out["spec"][GPUS_FIELD] = pod_gpus(spec)
     status = {k: v for k, v in (pod.get("status") or {}).items() if k in shape.status}
+    held = [{k: c[k] for k in ("type", "status", "reason", "message", "lastTransitionTime") if k in c}
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+    if held:  # the scheduler's reason while it holds the pod
+        status["conditions"] = held
     if status:
         out["status"] = status
     return out

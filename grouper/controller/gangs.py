@@ -1,0 +1,297 @@
+"""The gang state of every PodGroup, kept live (issue 39): derived level-triggered from the caches.
+
+Watch events only mark a PodGroup *dirty* (its own event, or an event of a pod that names it); the
+tracker's task recomputes the dirty ones in the event loop, at most ``batch`` per turn with a yield in
+between, each from cached objects only (the PodGroup, its pods by the ``pod-group`` index) with the pure
+:func:`grouper.core.gang_state.gang_state`. No API calls, never a pass over all pods.
+
+- A state computed for the first time (a restart, a new PodGroup) is no transition: it is *rebuilt*, from
+  the scheduler's own admission record where one exists, and sends nothing.
+- A change of state is a transition: ``podgrouper_gang_transitions_total{from,to}``; the first admission
+  observes the time to admission; and an Event on the workload (the PodGroup's owner, the top owner the
+  grouper wrote there): ``GangAdmitted`` (Normal, the time to admission), ``GangDegraded`` (Warning, which
+  minimum is unmet), ``GangRecovered`` (Normal, admitted again). One per transition; only the leader
+  writes Events (the recorder checks), every replica keeps the states (metrics, API).
+- A PodGroup deleted: its state goes.
+
+The per-state gauges are read from :meth:`GangTracker.gang_samples` at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from grouper.controller.reconciler import POD_PODGROUP_INDEX
+from grouper.core.gang_state import (
+    GangSpecError,
+    GangState,
+    State,
+    gang_of,
+    gang_state,
+    member,
+)
+from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
+from grouper.kube.informer import DELETED
+from grouper.model import objects as o
+from grouper.model.objects import Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
+from grouper.observability.metrics import GangSample, Metrics, WorkloadSample
+from grouper.writer.events import EventRecorder, InvolvedObject
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, PodGroup name)
+Clock = Callable[[], datetime]
+
+# Worst first: a workload's state is the worst of its PodGroups'.
+SEVERITY = {State.ERROR: 0, State.DEGRADED: 1, State.WAITING: 2, State.GROUPING: 3, State.ADMITTED: 4}
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def worst(states: Iterable[State]) -> State | None:
+    return min(states, key=SEVERITY.__getitem__, default=None)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The workload a PodGroup belongs to (its controlling owner reference: the top owner)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass
+class Tracked:
+    state: GangState
+    owner: Owner | None
+
+
+def _owner(pg: Obj) -> Owner | None:
+    refs = o.owner_references(pg)
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if ref is None:
+        return None
+    return Owner(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or ""),
+                 str(ref.get("uid") or ""))
+
+
+def _held_reason(pod: Obj) -> Any:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            return c.get("status"), c.get("reason"), c.get("message")
+    return None
+
+
+def member_signature(pod: Obj) -> tuple[Any, ...]:
+    """What the gang state reads of a pod: a pod update that leaves it equal changes no gang."""
+    m = o.meta(pod)
+    spec = pod.get("spec") or {}
+    return (
+        o.annotations(pod).get(POD_GROUP_ANNOTATION),
+        o.labels(pod).get(SUBGROUP_LABEL),
+        spec.get("nodeName"),
+        spec.get(GPUS_FIELD),
+        bool(m.get("deletionTimestamp")),
+        _held_reason(pod),
+    )
+
+
+class GangTracker:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        *,
+        metrics: Metrics,
+        recorder: EventRecorder | None = None,
+        clock: Clock = utc_now,
+        batch: int = 256,
+        delay: float = 0.2,
+    ) -> None:
+        self.cache, self.metrics, self.recorder, self.clock = cache, metrics, recorder, clock
+        self.batch = batch
+        self.delay = delay  # seconds a wake-up waits, so the events of a burst cost one recompute
+        self.states: dict[Key, Tracked] = {}
+        self.by_owner: dict[tuple[str, str], set[str]] = {}  # (namespace, owner uid) -> PodGroup names
+        self._dirty: dict[Key, None] = {}  # insertion-ordered set
+        self._wake = asyncio.Event()
+        self._events: list[tuple[InvolvedObject, str, str, str]] = []
+        self.computed = 0  # PodGroups recomputed (for tests and the benchmark)
+
+    # ------------------------------------------------------------------ watch events (cheap: mark only)
+
+    def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
+        old_name = o.annotations(old).get(POD_GROUP_ANNOTATION) if old is not None else None
+        if not name and not old_name:
+            return
+        if etype != DELETED and old is not None and member_signature(old) == member_signature(pod):
+            return
+        ns = o.namespace(pod)
+        if name:
+            self.mark((ns, str(name)))
+        if old_name and old_name != name:
+            self.mark((ns, str(old_name)))
+
+    def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
+        self.mark((o.namespace(pg), o.name(pg)))
+
+    def mark(self, key: Key) -> None:
+        self._dirty[key] = None
+        self._wake.set()
+
+    def pending(self) -> int:
+        return len(self._dirty)
+
+    # ------------------------------------------------------------------ computing
+
+    async def run(self) -> None:
+        """Recompute dirty PodGroups for as long as the controller runs: ``batch`` at a time, yielding to
+        the loop between batches, sending the Events of each batch before the next."""
+        while True:
+            await self._wake.wait()
+            if self.delay > 0:
+                await asyncio.sleep(self.delay)
+            self._wake.clear()
+            while self._dirty:
+                try:
+                    self.flush()
+                except Exception:  # a bug in one computation must not end the tracking
+                    log.exception("gang state computation failed")
+                await self.send_events()
+                await asyncio.sleep(0)
+
+    def flush(self, limit: int | None = None) -> int:
+        """Recompute up to ``limit`` (default ``batch``) dirty PodGroups; how many were recomputed."""
+        n = 0
+        limit = self.batch if limit is None else limit
+        while self._dirty and n < limit:
+            key = next(iter(self._dirty))
+            del self._dirty[key]
+            self._compute(key)
+            n += 1
+        return n
+
+    async def send_events(self) -> None:
+        events, self._events = self._events, []
+        if self.recorder is None:
+            return
+        for obj, reason, message, etype in events:
+            await self.recorder.warn(obj, message, reason, event_type=etype)
+
+    def _compute(self, key: Key) -> None:
+        self.computed += 1
+        pgs = self.cache.informer(PODGROUP)
+        pg = pgs.get(*key) if pgs is not None else None
+        prev = self.states.get(key)
+        if pg is None:
+            if prev is not None:
+                self._drop(key, prev)
+            return
+        pods_inf = self.cache.informer(POD)
+        pods = pods_inf.by_index(POD_PODGROUP_INDEX, f"{key[0]}/{key[1]}") if pods_inf is not None else []
+        members = [member(p, gpus=float((p.get("spec") or {}).get(GPUS_FIELD) or 0)) for p in pods]
+        error = ""
+        gang = None
+        try:
+            gang = gang_of(pg)
+        except GangSpecError as e:
+            error = str(e)
+        owner = _owner(pg)
+        state = gang_state(gang, members, prev.state if prev is not None else None, now=self.clock(), error=error)
+        if prev is None:
+            self._index(key, owner)
+        elif prev.owner != owner:
+            self._unindex(key, prev.owner)
+            self._index(key, owner)
+        self.states[key] = Tracked(state, owner)
+        if prev is not None and prev.state.state != state.state:
+            self._transition(key, owner, prev.state, state)
+
+    def _transition(self, key: Key, owner: Owner | None, before: GangState, after: GangState) -> None:
+        self.metrics.child(self.metrics.gang_transitions, before.state.value, after.state.value).inc()
+        reason, etype, message = "", "Normal", ""
+        if after.state == State.ADMITTED and not before.ever_admitted:
+            tta = after.time_to_admission
+            if tta is not None:
+                self.metrics.child(self.metrics.gang_time_to_admission, after.queue).observe(tta)
+            reason = "GangAdmitted"
+            message = (f"PodGroup {key[1]}: gang admitted, {after.counts.scheduled} of {after.counts.present} pods "
+                       f"scheduled (minimum {after.counts.required})"
+                       + (f", {tta:.0f}s after its first pod was created" if tta is not None else ""))
+        elif after.state == State.ADMITTED:
+            reason = "GangRecovered"
+            message = (f"PodGroup {key[1]}: gang admitted again, {after.counts.scheduled} of "
+                       f"{after.counts.present} pods scheduled (minimum {after.counts.required})")
+        elif after.state == State.DEGRADED and before.state != State.DEGRADED:
+            reason, etype = "GangDegraded", "Warning"
+            message = f"PodGroup {key[1]}: gang below its minimum: {unmet(after)}"
+        if reason and owner is not None:
+            self._events.append((InvolvedObject(owner.api_version, owner.kind, key[0], owner.name, owner.uid),
+                                 reason, message, etype))
+
+    def _drop(self, key: Key, prev: Tracked) -> None:
+        del self.states[key]
+        self._unindex(key, prev.owner)
+
+    def _index(self, key: Key, owner: Owner | None) -> None:
+        if owner is not None:
+            self.by_owner.setdefault((key[0], owner.uid), set()).add(key[1])
+
+    def _unindex(self, key: Key, owner: Owner | None) -> None:
+        if owner is None:
+            return
+        names = self.by_owner.get((key[0], owner.uid))
+        if names is not None:
+            names.discard(key[1])
+            if not names:
+                del self.by_owner[(key[0], owner.uid)]
+
+    # ------------------------------------------------------------------ reads (API, metrics)
+
+    def get(self, namespace: str, name: str) -> GangState | None:
+        t = self.states.get((namespace, name))
+        return t.state if t is not None else None
+
+    def of_workload(self, namespace: str, uid: str) -> list[tuple[str, GangState]]:
+        """The gang states of a workload's PodGroups (by the owner uid), by PodGroup name."""
+        names = sorted(self.by_owner.get((namespace, uid), ()))
+        return [(n, self.states[(namespace, n)].state) for n in names if (namespace, n) in self.states]
+
+    def gang_samples(self) -> Iterator[GangSample]:
+        now = self.clock()
+        for t in self.states.values():
+            s = t.state
+            yield GangSample(s.state.value, s.queue, s.counts.present, s.requested_gpus, s.seconds_in_state(now))
+
+    def workload_samples(self) -> Iterator[WorkloadSample]:
+        for (ns, _uid), names in self.by_owner.items():
+            tracked = [self.states[(ns, n)] for n in sorted(names) if (ns, n) in self.states]
+            if not tracked or tracked[0].owner is None:
+                continue
+            state = worst(t.state.state for t in tracked)
+            owner = tracked[0].owner
+            yield WorkloadSample(ns, owner.kind, owner.name, tracked[0].state.queue, state.value if state else "")
+
+
+def unmet(state: GangState) -> str:
+    """Which minimums scheduled pods do not meet, in words (for the GangDegraded Event)."""
+    parts = []
+    if state.counts.scheduled < state.counts.required:
+        parts.append(f"{state.counts.scheduled} of the {state.counts.required} pods it needs are scheduled")
+    for sg in state.sub_groups:
+        if not sg.satisfied:
+            parts.append(f"sub-group {sg.name}: {sg.counts.scheduled} of {sg.counts.required} scheduled")
+    return "; ".join(parts) or f"{state.counts.scheduled} of {state.counts.required} pods scheduled"
+
+
+__all__ = ["SEVERITY", "GangTracker", "Owner", "member_signature", "unmet", "utc_now", "worst"]
