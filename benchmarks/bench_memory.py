@@ -370,6 +370,7 @@ def rss_bytes() -> int:
 
 MEMO_PLACES = f"PlanCache: each pod's kept decision and the views it shares (dropped after {IDLE_SECONDS:.0f} s idle)"
 WITH_GROUPS = "  + PodGroup and workload records, PodGroup cache"
+GANG_STATES = "gang states (one per PodGroup)"
 
 
 @dataclass
@@ -591,6 +592,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     pg_inf.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
     controller.handlers.attach(PODGROUP, pg_inf)
     meter.add("PodGroup cache (one per workload)", traced() - t0)
+    # the gang state of every PodGroup (issue 39): computed once from the caches; the members a busy gang
+    # keeps (dropped after memo_idle seconds without a recompute) are measured apart, as the plan memo is
+    gangs = getattr(controller, "gangs", None)
+    gang_memo_bytes = 0
+    if gangs is not None:
+        t0 = traced()
+        pg_inf.add_handler(gangs.on_pod_group)  # replays every PodGroup: each is marked
+        while gangs.flush():
+            pass
+        gang_with_memo = traced() - t0
+        gangs.expire_memos(-1.0)
+        gc.collect()
+        meter.add(GANG_STATES, traced() - t0)
+        gang_memo_bytes = gang_with_memo - (traced() - t0)
+        print(f"gang states of {len(gangs.states):,} PodGroups; a busy gang's members: "
+              f"{gang_memo_bytes / n_pods:,.0f} B per pod while it is recomputed", flush=True)
     t0 = traced()
     pg_lines.clear()
     freed = t0 - traced()
@@ -621,14 +638,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     tracemalloc.stop()
 
     # the goal's scope: what the controller holds per pod (not per PodGroup / workload, not the owners)
-    per_group = ("DecisionStore: PodGroup and workload records", "PodGroup cache (one per workload)")
+    per_group = ("DecisionStore: PodGroup and workload records", "PodGroup cache (one per workload)", GANG_STATES)
     # the goal's figure: what stays per cached pod; the memo is kept only while its workload is reconciled
     target_parts = [
         k for k in meter.parts if not k.startswith("owner") and k not in per_group and k != MEMO_PLACES
     ]
     target = sum(meter.parts[k] for k in target_parts)
     with_memo = target + meter.parts[MEMO_PLACES]
-    with_groups = with_memo + sum(meter.parts[k] for k in per_group)
+    with_groups = with_memo + sum(meter.parts.get(k, 0) for k in per_group)
     per_pod = {k: round(v / n_pods) for k, v in meter.parts.items()}
     result = {
         "benchmark": "bench_memory",
@@ -645,6 +662,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "target_with_memo_bytes_per_pod": round(with_memo / n_pods),
         "memo_idle_seconds": IDLE_SECONDS,
         "with_pod_group_records_per_pod": round(with_groups / n_pods),
+        "gang_memo_bytes_per_pod_while_busy": round(gang_memo_bytes / n_pods),
         "total_traced_per_pod": round(total / n_pods),
         "rss_delta_per_pod": round(rss_total / n_pods),
         "rss_mib": round((rss_bytes() + 0) / 2**20),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -31,6 +32,7 @@ from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
 
 if TYPE_CHECKING:
+    from grouper.core.gang_state import GangState
     from grouper.core.grouping import Grouper
 
 
@@ -58,6 +60,16 @@ class ObjectSource(Protocol):
     """Cached objects. May raise for kinds that are not cached or not readable; never does I/O."""
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None: ...
+
+
+class GangSource(Protocol):
+    """The controller's gang states (``grouper.controller.gangs.GangTracker``): cached, no I/O."""
+
+    clock: Callable[[], datetime]
+
+    def get(self, namespace: str, name: str) -> GangState | None: ...
+
+    def of_workload(self, namespace: str, uid: str) -> list[tuple[str, GangState]]: ...
 
 
 class HealthSource(Protocol):
@@ -140,6 +152,7 @@ class AppState:
     objects: ObjectSource | None = None
     health: HealthSource | None = None
     live: LiveReader | None = None
+    gangs: GangSource | None = None  # default: the controller's gang tracker (its ``gangs``)
     limits: HealthLimits = field(default_factory=HealthLimits)
     auth_token_file: str | None = None  # default: settings.http_auth_token_file
 
@@ -202,6 +215,13 @@ class StateReader:
     def grouper(self) -> Grouper | None:
         return self.source.grouper
 
+    def gang_source(self) -> GangSource | None:
+        """The gang states; None without a controller (the API then shows no gang)."""
+        if self.source.gangs is not None:
+            return self.source.gangs
+        gangs: GangSource | None = getattr(self.source.controller, "gangs", None)
+        return gangs
+
     def definition_registry(self) -> Any:
         s = self.source
         if s.definitions is not None:
@@ -233,6 +253,7 @@ __all__ = [
     "AppState",
     "ControllerStatus",
     "DecisionSource",
+    "GangSource",
     "HealthLimits",
     "HealthSnapshot",
     "HealthSource",

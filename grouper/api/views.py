@@ -22,6 +22,9 @@ from grouper.api.models import (
     DefinitionList,
     DefinitionRef,
     DefinitionView,
+    GangReasonView,
+    GangSubGroupView,
+    GangView,
     GVKView,
     LastError,
     OwnerRefView,
@@ -37,13 +40,16 @@ from grouper.api.models import (
     WorkloadSummaryView,
 )
 from grouper.api.selectors import Selector
-from grouper.api.state import ObjectSource, StateReader, safe_get
+from grouper.api.state import GangSource, ObjectSource, StateReader, safe_get
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
 from grouper.records.decisions import POD_GROUP_NOT_WRITTEN
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from grouper.core.gang_state import GangState
     from grouper.karta import Evaluator, KartaDefinition
 
 # Annotations that can hold a whole manifest (env values included); shown as a placeholder.
@@ -143,6 +149,43 @@ def _desired(rec: dict[str, Any]) -> Obj:
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _rfc3339(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
+
+
+# a workload's state: the worst of its PodGroups'
+_SEVERITY = {"Error": 0, "Degraded": 1, "Waiting": 2, "Grouping": 3, "Admitted": 4}
+
+
+def gang_view(name: str, st: GangState, now: datetime) -> GangView:
+    """A PodGroup's gang state (:mod:`grouper.core.gang_state`) as the API shows it."""
+    return GangView(
+        podGroup=name,
+        state=st.state.value,
+        since=_rfc3339(st.since) or "",
+        secondsInState=st.seconds_in_state(now),
+        required=st.counts.required,
+        present=st.counts.present,
+        scheduled=st.counts.scheduled,
+        queue=st.queue,
+        requestedGPUs=st.requested_gpus,
+        admittedAt=_rfc3339(st.admitted_at),
+        timeToAdmissionSeconds=st.time_to_admission,
+        reasons=[GangReasonView(source=r.source, reason=r.reason, message=r.message,  # type: ignore[arg-type]
+                                type=r.type, nodePool=r.node_pool, pods=list(r.pods), since=_rfc3339(r.since))
+                 for r in st.reasons],
+        subGroups=[GangSubGroupView(name=sg.name, parent=sg.parent, required=sg.counts.required,
+                                    present=sg.counts.present, scheduled=sg.counts.scheduled, satisfied=sg.satisfied)
+                   for sg in st.sub_groups],
+        error=st.error,
+    )
+
+
+def _gang(source: GangSource | None, namespace: str, name: str) -> GangView | None:
+    st = source.get(namespace, name) if source is not None else None
+    return gang_view(name, st, source.clock()) if source is not None and st is not None else None
 
 
 def _def_ref(d: Any) -> DefinitionRef | None:
@@ -405,6 +448,7 @@ class Views:
             minSubGroup=_int(spec.get("minSubGroup")),
             podsAssigned=len(rec.get("pods") or []),
             workloadStatus=self.workload_status(workload_obj),
+            gang=_gang(self.state.gang_source(), ns, str(rec.get("name") or "")),
         )
 
     def podgroup_detail(self, namespace: str, name: str) -> PodGroupDetail | None:
@@ -461,6 +505,7 @@ class Views:
                 notes=[str(n) for n in notes],
                 lastError=self._last_error(rec, pod_recs),
             ),
+            gang=_gang(self.state.gang_source(), namespace, name),
         )
 
     def pod_decision(self, namespace: str, name: str) -> PodDecision | None:
@@ -608,6 +653,8 @@ class Views:
             key = (ns, str(top.get("uid") or f"{top.get('apiVersion')}/{top.get('kind')}/{top.get('name')}"))
             groups.setdefault(key, (top, []))[1].append(str(pod.get("name") or ""))
         objects = self.state.object_source()
+        gangs = self.state.gang_source()
+        now = gangs.clock() if gangs is not None else None
         out: list[WorkloadSummaryView] = []
         for (ns, _), (top, pod_names) in groups.items():
             av, kind, wname = str(top.get("apiVersion") or ""), str(top["kind"]), str(top.get("name") or "")
@@ -629,7 +676,13 @@ class Views:
             if summary is None:
                 summary = summary_without_definition(workload, pods, self.workload_status(workload))
             summary.pods = max(summary.pods, len(pods))
-            out.append(WorkloadSummaryView.model_validate(summary.to_dict()))
+            view = WorkloadSummaryView.model_validate(summary.to_dict())
+            if gangs is not None and now is not None and top.get("uid"):
+                views = [gang_view(n, st, now) for n, st in gangs.of_workload(ns, str(top["uid"]))]
+                if views:
+                    view.gangs = views
+                    view.state = min(views, key=lambda g: _SEVERITY[g.state]).state
+            out.append(view)
         return sorted(out, key=lambda s: (s.namespace, s.kind, s.name))
 
     # ------------------------------------------------------------------ definitions

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,12 +31,14 @@ from grouper.controller.reconciler import POD_PODGROUP_INDEX
 from grouper.core.gang_state import (
     GangSpecError,
     GangState,
+    MemberPod,
     State,
     gang_of,
     gang_state,
     member,
 )
 from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
+from grouper.kube.compact import Members, add_member, discard_member, members
 from grouper.kube.informer import DELETED
 from grouper.model import objects as o
 from grouper.model.objects import Obj
@@ -60,7 +63,7 @@ def worst(states: Iterable[State]) -> State | None:
     return min(states, key=SEVERITY.__getitem__, default=None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Owner:
     """The workload a PodGroup belongs to (its controlling owner reference: the top owner)."""
 
@@ -70,7 +73,7 @@ class Owner:
     uid: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Tracked:
     state: GangState
     owner: Owner | None
@@ -106,6 +109,16 @@ def member_signature(pod: Obj) -> tuple[Any, ...]:
     )
 
 
+def _same_member(old: Obj, pod: Obj, old_meta: dict[str, Any], meta: dict[str, Any]) -> bool:
+    """Whether a pod update leaves what the gang state reads as it was. Cached pods share equal spec and
+    status parts (grouper.kube.cache), so the usual answer is two identity checks."""
+    if (old.get("spec") is pod.get("spec") and old.get("status") is pod.get("status")
+            and bool(old_meta.get("deletionTimestamp")) == bool(meta.get("deletionTimestamp"))
+            and (old_meta.get("labels") or {}).get(SUBGROUP_LABEL) == (meta.get("labels") or {}).get(SUBGROUP_LABEL)):
+        return True
+    return member_signature(old) == member_signature(pod)
+
+
 class GangTracker:
     def __init__(
         self,
@@ -115,32 +128,51 @@ class GangTracker:
         recorder: EventRecorder | None = None,
         clock: Clock = utc_now,
         batch: int = 256,
-        delay: float = 0.2,
+        delay: float = 1.0,
     ) -> None:
         self.cache, self.metrics, self.recorder, self.clock = cache, metrics, recorder, clock
         self.batch = batch
         self.delay = delay  # seconds a wake-up waits, so the events of a burst cost one recompute
         self.states: dict[Key, Tracked] = {}
-        self.by_owner: dict[tuple[str, str], set[str]] = {}  # (namespace, owner uid) -> PodGroup names
+        # (namespace, owner uid) -> PodGroup names (compact: most workloads have one)
+        self.by_owner: dict[tuple[str, str], Members[str]] = {}
         self._dirty: dict[Key, None] = {}  # insertion-ordered set
         self._wake = asyncio.Event()
         self._events: list[tuple[InvolvedObject, str, str, str]] = []
+        # members of recently recomputed gangs, by pod name: (the cached pod object, its MemberPod)
+        self._memo: dict[Key, dict[str, tuple[Obj, MemberPod | None]]] = {}
+        self._memo_used: dict[Key, float] = {}
+        self.memo_idle = 10.0  # seconds a gang's memo outlives its last recompute
         self.computed = 0  # PodGroups recomputed (for tests and the benchmark)
 
     # ------------------------------------------------------------------ watch events (cheap: mark only)
 
     def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
-        old_name = o.annotations(old).get(POD_GROUP_ANNOTATION) if old is not None else None
+        meta = pod.get("metadata") or {}
+        name = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+        old_meta = (old.get("metadata") or {}) if old is not None else {}
+        old_name = (old_meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
         if not name and not old_name:
             return
-        if etype != DELETED and old is not None and member_signature(old) == member_signature(pod):
+        if etype != DELETED and name == old_name and old is not None and _same_member(old, pod, old_meta, meta):
             return
-        ns = o.namespace(pod)
-        if name:
-            self.mark((ns, str(name)))
+        ns, pod_name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if old_name and old_name != name:
-            self.mark((ns, str(old_name)))
+            self._forget((ns, str(old_name)), pod_name)
+        if name:
+            key = (ns, str(name))
+            memo = self._memo.get(key)
+            if etype == DELETED:
+                self._forget(key, pod_name)
+            elif memo is not None:
+                memo[pod_name] = (pod, None)
+            self.mark(key)
+
+    def _forget(self, key: Key, pod_name: str) -> None:
+        memo = self._memo.get(key)
+        if memo is not None:
+            memo.pop(pod_name, None)
+        self.mark(key)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         self.mark((o.namespace(pg), o.name(pg)))
@@ -165,10 +197,11 @@ class GangTracker:
             while self._dirty:
                 try:
                     self.flush()
+                    await self.send_events()
                 except Exception:  # a bug in one computation must not end the tracking
                     log.exception("gang state computation failed")
-                await self.send_events()
                 await asyncio.sleep(0)
+            self.expire_memos(self.memo_idle)
 
     def flush(self, limit: int | None = None) -> int:
         """Recompute up to ``limit`` (default ``batch``) dirty PodGroups; how many were recomputed."""
@@ -194,12 +227,12 @@ class GangTracker:
         pg = pgs.get(*key) if pgs is not None else None
         prev = self.states.get(key)
         if pg is None:
+            self._memo.pop(key, None)
+            self._memo_used.pop(key, None)
             if prev is not None:
                 self._drop(key, prev)
             return
-        pods_inf = self.cache.informer(POD)
-        pods = pods_inf.by_index(POD_PODGROUP_INDEX, f"{key[0]}/{key[1]}") if pods_inf is not None else []
-        members = [member(p, gpus=float((p.get("spec") or {}).get(GPUS_FIELD) or 0)) for p in pods]
+        members = self._members(key)
         error = ""
         gang = None
         try:
@@ -216,6 +249,32 @@ class GangTracker:
         self.states[key] = Tracked(state, owner)
         if prev is not None and prev.state.state != state.state:
             self._transition(key, owner, prev.state, state)
+
+    def _members(self, key: Key) -> list[MemberPod]:
+        """The gang's members. A busy gang (recomputed in the last ``memo_idle`` seconds) keeps its pods by
+        name, kept up to date by :meth:`on_pod`, each with its ``MemberPod`` once computed (cached objects
+        are replaced, never changed): a gang growing pod by pod in a burst costs a lookup per pod and
+        recompute, not an index query and a parse. A gang without one is read from the pods' index."""
+        memo = self._memo.get(key)
+        if memo is None:
+            pods_inf = self.cache.informer(POD)
+            pods = pods_inf.by_index(POD_PODGROUP_INDEX, f"{key[0]}/{key[1]}") if pods_inf is not None else []
+            memo = self._memo[key] = {str(o.meta(p).get("name") or ""): (p, None) for p in pods}
+        self._memo_used[key] = time.monotonic()
+        out = []
+        for name, (p, m) in memo.items():
+            if m is None:
+                m = member(p, gpus=float((p.get("spec") or {}).get(GPUS_FIELD) or 0))
+                memo[name] = (p, m)
+            out.append(m)
+        return out
+
+    def expire_memos(self, idle: float) -> None:
+        """Forget the members of gangs not recomputed for ``idle`` seconds (steady gangs cost no memory)."""
+        cutoff = time.monotonic() - idle
+        for key in [k for k, t in self._memo_used.items() if t < cutoff]:
+            del self._memo_used[key]
+            self._memo.pop(key, None)
 
     def _transition(self, key: Key, owner: Owner | None, before: GangState, after: GangState) -> None:
         self.metrics.child(self.metrics.gang_transitions, before.state.value, after.state.value).inc()
@@ -245,16 +304,11 @@ class GangTracker:
 
     def _index(self, key: Key, owner: Owner | None) -> None:
         if owner is not None:
-            self.by_owner.setdefault((key[0], owner.uid), set()).add(key[1])
+            add_member(self.by_owner, (key[0], owner.uid), key[1])
 
     def _unindex(self, key: Key, owner: Owner | None) -> None:
-        if owner is None:
-            return
-        names = self.by_owner.get((key[0], owner.uid))
-        if names is not None:
-            names.discard(key[1])
-            if not names:
-                del self.by_owner[(key[0], owner.uid)]
+        if owner is not None:
+            discard_member(self.by_owner, (key[0], owner.uid), key[1])
 
     # ------------------------------------------------------------------ reads (API, metrics)
 
@@ -264,7 +318,7 @@ class GangTracker:
 
     def of_workload(self, namespace: str, uid: str) -> list[tuple[str, GangState]]:
         """The gang states of a workload's PodGroups (by the owner uid), by PodGroup name."""
-        names = sorted(self.by_owner.get((namespace, uid), ()))
+        names = sorted(members(self.by_owner, (namespace, uid)))
         return [(n, self.states[(namespace, n)].state) for n in names if (namespace, n) in self.states]
 
     def gang_samples(self) -> Iterator[GangSample]:
@@ -274,8 +328,8 @@ class GangTracker:
             yield GangSample(s.state.value, s.queue, s.counts.present, s.requested_gpus, s.seconds_in_state(now))
 
     def workload_samples(self) -> Iterator[WorkloadSample]:
-        for (ns, _uid), names in self.by_owner.items():
-            tracked = [self.states[(ns, n)] for n in sorted(names) if (ns, n) in self.states]
+        for ns, uid in list(self.by_owner):
+            tracked = [self.states[(ns, n)] for n in sorted(members(self.by_owner, (ns, uid))) if (ns, n) in self.states]
             if not tracked or tracked[0].owner is None:
                 continue
             state = worst(t.state.state for t in tracked)

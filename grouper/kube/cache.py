@@ -315,28 +315,30 @@ def _quantity(value: Any) -> float:
         return 0.0
 
 
-def _container_gpus(c: Any) -> float:
-    res = c.get("resources") if isinstance(c, dict) else None
-    if not isinstance(res, dict):
+def _gpus_of(res: Any) -> float:
+    """The ``nvidia.com/gpu`` of a ``resources`` block (an extended resource's request equals its limit)."""
+    if not res:
         return 0.0
-    for part in ("limits", "requests"):  # an extended resource's request equals its limit when both are set
-        values = res.get(part)
-        if isinstance(values, dict) and GPU_RESOURCE in values:
-            return _quantity(values[GPU_RESOURCE])
+    for part in (res.get("limits"), res.get("requests")) if isinstance(res, dict) else ():
+        if part and GPU_RESOURCE in part:
+            return _quantity(part[GPU_RESOURCE])
     return 0.0
 
 
 def pod_gpus(spec: dict[str, Any]) -> float:
     """The ``nvidia.com/gpu`` the scheduler reserves for a pod: its containers' sum, or the largest init
     container's when larger (the pod-level ``resources`` when set)."""
-    pod_level = _container_gpus({"resources": spec.get("resources")})
+    pod_level = _gpus_of(spec.get("resources"))
     if pod_level:
         return pod_level
-    containers = spec.get("containers")
-    total = sum(_container_gpus(c) for c in containers) if isinstance(containers, list) else 0.0
-    inits = spec.get("initContainers")
-    init_peak = max((_container_gpus(c) for c in inits), default=0.0) if isinstance(inits, list) else 0.0
-    return max(total, init_peak)
+    total = 0.0
+    for c in spec.get("containers") or ():
+        if isinstance(c, dict):
+            total += _gpus_of(c.get("resources"))
+    for c in spec.get("initContainers") or ():
+        if isinstance(c, dict):
+            total = max(total, _gpus_of(c.get("resources")))
+    return total
 
 
 def slim_pod(pod: Obj) -> Obj:

@@ -23,7 +23,7 @@ from kai_status import (
 from grouper.controller.gangs import GangTracker
 from grouper.controller.reconciler import POD_PODGROUP_INDEX, pod_group_names
 from grouper.core.gang_state import State
-from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, PodShape, slim_podgroup
+from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, PodShape, pod_gpus, slim_podgroup
 from grouper.kube.informer import ADDED, DELETED, MODIFIED
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION
@@ -327,3 +327,31 @@ def test_cache_keeps_only_what_the_gang_state_reads() -> None:
     kept = slim_podgroup(copy.deepcopy(pg))["status"]
     assert set(kept) == {"schedulingConditions"}
     assert kept["schedulingConditions"][0]["reasons"] == [{"reason": NOT_ENOUGH_RESOURCES, "message": MESSAGE}]
+
+
+def test_busy_gang_members_follow_pod_events_as_the_index_does() -> None:
+    """The members a busy gang keeps (updated by pod events) give the state a fresh read of the index gives."""
+    w, _ = waiting_world()
+    moved = member_pod("p1", node="n1")
+    moved["metadata"]["annotations"][POD_GROUP_ANNOTATION] = "pg-other"  # the pod now names another PodGroup
+    w.pod(moved)
+    w.pod(member_pod("p3", node="n1"), ADDED)
+    w.settle()
+    kept = w.tracker.get("ml", "pg-train")
+    w.tracker.expire_memos(-1.0)
+    w.tracker.mark(("ml", "pg-train"))
+    w.settle()
+    fresh = w.tracker.get("ml", "pg-train")
+    assert kept is not None and fresh is not None
+    assert (kept.counts, kept.state) == (fresh.counts, fresh.state)
+    assert (fresh.counts.present, fresh.counts.scheduled) == (2, 1)
+
+
+def test_pod_gpus_as_the_scheduler_reserves_them() -> None:
+    def res(n: object, part: str = "limits") -> dict[str, Any]:
+        return {"resources": {part: {"nvidia.com/gpu": n}}}
+
+    assert pod_gpus({"containers": [res("2"), res(1, "requests")]}) == 3  # containers add up
+    assert pod_gpus({"containers": [res("2"), res(1)], "initContainers": [res("4")]}) == 4  # a larger init
+    assert pod_gpus({"resources": {"limits": {"nvidia.com/gpu": "8"}}, "containers": [res("1")]}) == 8  # pod-level
+    assert pod_gpus({"containers": [res("x"), {"name": "no-resources"}]}) == 0  # unreadable: none
