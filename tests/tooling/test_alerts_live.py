@@ -186,8 +186,12 @@ def test_alerts_and_dashboard_in_a_real_prometheus(
     # two gangs admitted: their pods bound as a scheduler binds them; one then loses a pod (degraded)
     for name in ("admitted", "degraded"):
         kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job(name, 2, GANG_OF_2, {QUEUE_LABEL: "team-b"}))
+    pods = {name: grouped_pods(kube, namespace, name, 2) for name in ("admitted", "degraded")}
+    # bound once the grouper has seen them wait (a gang first seen already admitted is taken as rebuilt after
+    # a restart: no transition, no time to admission)
+    prom.wait_for(f'max(podgrouper_gangs{{{SEL}, state="Waiting", queue="team-b"}}) >= 2', 120)
     for name in ("admitted", "degraded"):
-        for pod in grouped_pods(kube, namespace, name, 2):
+        for pod in pods[name]:
             bind(kube, namespace, pod["metadata"]["name"], node)
     # the error alerts count a counter that appears (at 1) only on a target scraped a window before
     prom.wait_for(f"up{{{SEL}}} offset {WINDOW} == 1", 120)
