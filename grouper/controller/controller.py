@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from grouper.controller.gangs import GangTracker
+from grouper.controller.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
@@ -42,6 +42,7 @@ from grouper.controller.workers import WorkerPool
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import Lookups
+from grouper.core.upstream import GROUP as UPSTREAM_GROUP
 from grouper.karta import DefinitionRegistry
 from grouper.kube.cache import (
     CONFIGMAP,
@@ -67,7 +68,7 @@ from grouper.writer.events import EventRecorder
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import PodGroupWriter
 from grouper.writer.pods import PodPatcher
-from grouper.writer.upstream import UpstreamWriter
+from grouper.writer.upstream import UpstreamWriter, resolve_resources
 
 log = logging.getLogger(__name__)
 REQUIRED = (POD, PODGROUP)
@@ -255,6 +256,8 @@ class Controller:
         await self.cache.start_defaults_configmap()
         self._spawn(self._expire_plans())
         self._spawn(self.gangs.run())
+        if self.settings.backend == "upstream":
+            self._spawn(self._track_upstream_gangs())
         self._started = True
         self.started_at = time.monotonic()
         log.info(
@@ -268,6 +271,19 @@ class Controller:
         while True:
             await asyncio.sleep(self.plans.idle_seconds / 4)
             self.plans.expire()
+
+    async def _track_upstream_gangs(self) -> None:
+        """Watch the upstream backend's PodGroups (the version it writes) for their gang state; without
+        them (not served, not readable) no gang state is shown, and grouping goes on."""
+        try:
+            _, res = await resolve_resources(self.discovery)
+        except Exception as e:
+            log.warning("gang state of upstream PodGroups not tracked: %s", e)
+            return
+        self.gangs.use_upstream(res.gvk)
+        got = await self.cache.ensure(res.gvk, timeout=self.settings.sync_timeout)
+        if got != "ready":
+            log.warning("gang state of upstream PodGroups not tracked: cannot watch %s (%s)", res.gvk, got)
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:
@@ -430,7 +446,11 @@ class Controller:
                     self.karta_sync.attach_pod_groups(informer)
             elif gvk == POD:
                 informer.add_index(POD_PODGROUP_INDEX, pod_group_names)
+                if self.settings.backend == "upstream":
+                    informer.add_index(SCHEDULING_GROUP_INDEX, scheduling_group_names)
                 informer.add_handler(self.gangs.on_pod)
+            elif gvk.group == UPSTREAM_GROUP and gvk.kind == "PodGroup":
+                informer.add_handler(self.gangs.on_pod_group)
             self.handlers.attach(gvk, informer)
 
     def _reroute(self, scope: Kinds) -> Iterator[None]:

@@ -37,11 +37,12 @@ from grouper.core.gang_state import (
     gang_state,
     member,
 )
+from grouper.core.upstream import scheduling_group
 from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
 from grouper.kube.compact import Members, add_member, discard_member, members
 from grouper.kube.informer import DELETED
 from grouper.model import objects as o
-from grouper.model.objects import Obj
+from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.observability.metrics import GangSample, Metrics, WorkloadSample
 from grouper.writer.events import EventRecorder, InvolvedObject
@@ -88,6 +89,21 @@ def _owner(pg: Obj) -> Owner | None:
                  str(ref.get("uid") or ""))
 
 
+SCHEDULING_GROUP_INDEX = "scheduling-group"  # pods by "<ns>/<upstream PodGroup>" (the upstream backend)
+
+
+def kai_group_of(pod: Obj) -> str | None:
+    """The KAI PodGroup a pod names (the grouper's ``pod-group-name`` annotation)."""
+    name = ((pod.get("metadata") or {}).get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+    return str(name) if name else None
+
+
+def scheduling_group_names(pod: Obj) -> list[str]:
+    """Index values of a pod: ``<namespace>/<upstream PodGroup it joined>``."""
+    name = scheduling_group(pod)
+    return [f"{o.namespace(pod)}/{name}"] if name else []
+
+
 def _held_reason(pod: Obj) -> Any:
     for c in (pod.get("status") or {}).get("conditions") or ():
         if isinstance(c, dict) and c.get("type") == "PodScheduled":
@@ -101,6 +117,7 @@ def member_signature(pod: Obj) -> tuple[Any, ...]:
     spec = pod.get("spec") or {}
     return (
         o.annotations(pod).get(POD_GROUP_ANNOTATION),
+        scheduling_group(pod),
         o.labels(pod).get(SUBGROUP_LABEL),
         spec.get("nodeName"),
         spec.get(GPUS_FIELD),
@@ -131,6 +148,11 @@ class GangTracker:
         delay: float = 1.0,
     ) -> None:
         self.cache, self.metrics, self.recorder, self.clock = cache, metrics, recorder, clock
+        # which PodGroups, and how a pod names its own: KAI's (the pod-group-name annotation) unless
+        # use_upstream switched to scheduling.k8s.io's (spec.schedulingGroup.podGroupName)
+        self.pod_group_gvk: GVK = PODGROUP
+        self.pod_index = POD_PODGROUP_INDEX
+        self.group_of: Callable[[Obj], str | None] = kai_group_of
         self.batch = batch
         self.delay = delay  # seconds a wake-up waits, so the events of a burst cost one recompute
         self.states: dict[Key, Tracked] = {}
@@ -147,11 +169,16 @@ class GangTracker:
 
     # ------------------------------------------------------------------ watch events (cheap: mark only)
 
+    def use_upstream(self, gvk: GVK) -> None:
+        """Track the upstream backend's PodGroups (``gvk``: the served version), pods by their
+        ``spec.schedulingGroup`` (the controller indexes them by :func:`scheduling_group_names`)."""
+        self.pod_group_gvk, self.pod_index, self.group_of = gvk, SCHEDULING_GROUP_INDEX, scheduling_group
+
     def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         meta = pod.get("metadata") or {}
-        name = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+        name = self.group_of(pod)
         old_meta = (old.get("metadata") or {}) if old is not None else {}
-        old_name = (old_meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+        old_name = self.group_of(old) if old is not None else None
         if not name and not old_name:
             return
         if etype != DELETED and name == old_name and old is not None and _same_member(old, pod, old_meta, meta):
@@ -223,7 +250,7 @@ class GangTracker:
 
     def _compute(self, key: Key) -> None:
         self.computed += 1
-        pgs = self.cache.informer(PODGROUP)
+        pgs = self.cache.informer(self.pod_group_gvk)
         pg = pgs.get(*key) if pgs is not None else None
         prev = self.states.get(key)
         if pg is None:
@@ -258,7 +285,7 @@ class GangTracker:
         memo = self._memo.get(key)
         if memo is None:
             pods_inf = self.cache.informer(POD)
-            pods = pods_inf.by_index(POD_PODGROUP_INDEX, f"{key[0]}/{key[1]}") if pods_inf is not None else []
+            pods = pods_inf.by_index(self.pod_index, f"{key[0]}/{key[1]}") if pods_inf is not None else []
             memo = self._memo[key] = {str(o.meta(p).get("name") or ""): (p, None) for p in pods}
         self._memo_used[key] = time.monotonic()
         out = []

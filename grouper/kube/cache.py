@@ -289,8 +289,15 @@ class PodShape:
             kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
             held = _held(status) if "conditions" not in self.status else None
             if held is not None:
-                kept["conditions"] = [sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})]
-                out["status"] = kept  # a list inside: not shared (held pods only)
+                cond = sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})
+                # one status per distinct (kept fields, shared condition): the held pods of a gang share it
+                key = ("held", tuple(kept.items()), id(cond))
+                status_kept = {**kept, "conditions": [cond]}
+                try:
+                    hash(key)
+                    out["status"] = sharing.parts(_Part(key, status_kept)).value
+                except TypeError:  # a widened status field holding a list or a map: kept as it is
+                    out["status"] = status_kept
             elif kept:
                 out["status"] = sharing.part(kept)
         return out
@@ -541,6 +548,8 @@ class ClusterCache:
             inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
             inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
             return inf
+        if gvk.kind == "PodGroup" and gvk.group == "scheduling.k8s.io":  # the upstream backend's (gang state)
+            return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
         if gvk == NAMESPACE:  # only namespaces selected by --namespace-label-selector
             return Informer(
                 self.client, res, label_selector=self.namespace_label_selector or None, metrics=self.metrics

@@ -20,7 +20,7 @@ from kai_status import (
     set_last_start,
 )
 
-from grouper.controller.gangs import GangTracker
+from grouper.controller.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.controller.reconciler import POD_PODGROUP_INDEX, pod_group_names
 from grouper.core.gang_state import State
 from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, PodShape, pod_gpus, slim_podgroup
@@ -31,6 +31,7 @@ from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder
 
 T0 = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
+UPSTREAM_PG = GVK("scheduling.k8s.io", "v1beta1", "PodGroup")
 MESSAGE = "2 node(s) didn't have enough resources: GPUs"
 SHAPE = PodShape()
 
@@ -53,13 +54,13 @@ class Store:
         return self.objs.get((namespace or "", name))
 
     def by_index(self, index: str, value: str) -> list[Obj]:
-        assert index == POD_PODGROUP_INDEX
-        return [p for p in self.objs.values() if value in pod_group_names(p)]
+        names = {POD_PODGROUP_INDEX: pod_group_names, SCHEDULING_GROUP_INDEX: scheduling_group_names}[index]
+        return [p for p in self.objs.values() if value in names(p)]
 
 
 class Cache:
     def __init__(self) -> None:
-        self.stores = {POD: Store(), PODGROUP: Store()}
+        self.stores = {POD: Store(), PODGROUP: Store(), UPSTREAM_PG: Store()}
 
     def informer(self, gvk: GVK) -> Store:
         return self.stores[gvk]
@@ -93,11 +94,12 @@ class World:
     def pg(self, pg: Obj, etype: str = MODIFIED) -> None:
         slim = slim_podgroup(copy.deepcopy(pg))
         key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
-        old = self.cache.stores[PODGROUP].objs.get(key)
+        store = self.cache.stores[self.tracker.pod_group_gvk]
+        old = store.objs.get(key)
         if etype == DELETED:
-            self.cache.stores[PODGROUP].objs.pop(key, None)
+            store.objs.pop(key, None)
         else:
-            self.cache.stores[PODGROUP].objs[key] = slim
+            store.objs[key] = slim
         self.tracker.on_pod_group(etype, slim, old)
 
     def pod(self, pod: Obj, etype: str = MODIFIED) -> None:
@@ -355,3 +357,51 @@ def test_pod_gpus_as_the_scheduler_reserves_them() -> None:
     assert pod_gpus({"containers": [res("2"), res(1)], "initContainers": [res("4")]}) == 4  # a larger init
     assert pod_gpus({"resources": {"limits": {"nvidia.com/gpu": "8"}}, "containers": [res("1")]}) == 8  # pod-level
     assert pod_gpus({"containers": [res("x"), {"name": "no-resources"}]}) == 0  # unreadable: none
+
+
+def upstream_pg(admitted: bool) -> dict[str, Any]:
+    status = {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True" if admitted else "False",
+                              "reason": "Scheduled" if admitted else "Unschedulable",
+                              "message": "" if admitted else MESSAGE, "lastTransitionTime": rfc3339(T0)}]}
+    pg = kai_pg()
+    pg.update(apiVersion="scheduling.k8s.io/v1beta1", spec={"schedulingPolicy": {"gang": {"minCount": 2}}},
+              status=status)
+    return pg
+
+
+def upstream_pod(name: str, node: str | None = None) -> dict[str, Any]:
+    p = member_pod(name, node=node)
+    del p["metadata"]["annotations"]
+    p["spec"]["schedulingGroup"] = {"podGroupName": "pg-train"}
+    return p
+
+
+def test_upstream_podgroups_by_scheduling_group_and_initially_scheduled() -> None:
+    w = World()
+    w.tracker.use_upstream(UPSTREAM_PG)
+    w.pg(upstream_pg(False), ADDED)
+    for i in range(2):
+        w.pod(upstream_pod(f"p{i}"), ADDED)
+    w.settle()
+    st = w.tracker.get("ml", "pg-train")
+    assert st is not None and st.state == State.WAITING
+    assert [(r.reason, r.message) for r in st.reasons] == [("Unschedulable", MESSAGE)]
+    w.pg(upstream_pg(True))
+    for i in range(2):
+        w.pod(upstream_pod(f"p{i}", node="n1"))
+    w.settle()
+    assert w.tracker.get("ml", "pg-train").state == State.ADMITTED  # type: ignore[union-attr]
+    assert w.reasons() == ["GangAdmitted"]
+    w.pod(upstream_pod("p1", node="n1"), DELETED)
+    w.settle()
+    assert w.reasons() == ["GangAdmitted", "GangDegraded"]
+
+
+def test_held_pods_share_their_status() -> None:
+    held = [SHAPE.slim(pod_unschedulable(member_pod(f"s{i}"), MESSAGE, now=T0)) for i in range(3)]
+    assert held[0]["status"] is held[1]["status"] is held[2]["status"]
+    widened = PodShape()
+    widened.widen([".status.podIPs"])
+    p = pod_unschedulable(member_pod("w0"), MESSAGE, now=T0)
+    p["status"]["podIPs"] = [{"ip": "10.0.0.1"}]
+    assert widened.slim(p)["status"]["podIPs"] == [{"ip": "10.0.0.1"}]  # unhashable: kept, not shared

@@ -159,7 +159,7 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "logFormat": "text", "shutdownDrainSeconds": 2.5, "batchWindowSeconds": 0.05, "watchList": False, "eventLoop": "asyncio", "identity": "me", "extraOwnerKinds": "Foo.example.com",
         "backend": "upstream", "webhookBindAddress": "0.0.0.0:9443", "webhookCertFile": "/certs/tls.crt",
         "webhookKeyFile": "/certs/tls.key", "webhookClientCa": "/certs/client-ca.crt",
-        "webhookAllowUnauthenticated": True,
+        "webhookAllowUnauthenticated": True, "workloadInfoMetrics": True,
     }
     assert set(values) == {camel(f) for f in FLAGS}
     objs = objects(chart.template({"args": values, "replicas": 1}))
@@ -250,7 +250,9 @@ def test_the_upstream_backend_gets_its_rbac_only_when_chosen() -> None:
     assert not [o for o in objects(chart.template()) if o["kind"] == "MutatingWebhookConfiguration"]
     rules = _upstream_rules(objects(chart.template({"args": {"backend": "upstream"}})))
     assert rules == [
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],
+         "verbs": ["get", "list", "watch", "create", "update"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
     ]
 

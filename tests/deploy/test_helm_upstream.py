@@ -76,8 +76,10 @@ def test_install_grants_the_upstream_kinds_and_registers_the_webhook(
     admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     helm(helm_bin, wcluster, "install", RELEASE, str(chart.CHART), "-n", NS, vals=values(wcluster))
     rules = admin.get(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{RELEASE}")["rules"]
-    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"],
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads"],
             "verbs": ["get", "create", "update"]} in rules
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],
+            "verbs": ["get", "list", "watch", "create", "update"]} in rules
     assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]} in rules
     assert not [r for r in rules if "compositepodgroups" in r["resources"]]  # not written: not granted
 
