@@ -124,7 +124,9 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge(
-            f"{PREFIX}_leader", "1 while this instance holds the leader lease (is_leader).", registry=r
+            f"{PREFIX}_leader",
+            "1 while this instance holds the leader lease (is_leader), or runs without leader election.",
+            registry=r,
         )
         self.decision_errors = Counter(
             f"{PREFIX}_decision_errors_total",

@@ -186,6 +186,7 @@ class Service:
                 self.controller.warm_up()  # another holds the lease: decide while it runs out or is released
             self.leader.gate.set()
         else:
+            self.metrics.leader.set(1)  # without leader election this instance is the one that writes
             self.controller.start_workers()
         log.info("grouper running", extra={"identity": self.identity, "leader_elect": s.leader_elect,
                                            "event_loop": type(asyncio.get_running_loop()).__module__})
