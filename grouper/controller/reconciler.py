@@ -185,6 +185,8 @@ class Reconciler:
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
+        # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
+        self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
             stored_of=self._pod_groups_owned,
@@ -218,6 +220,7 @@ class Reconciler:
             self.store.forget_workload(str(wl))
             self.plans.invalidate(wl)
             self._patch_failures.pop(wl, None)
+            self._moving.pop(wl, None)
             if self.groups is not None:
                 self.groups.gone(wl)
             return Result()
@@ -456,6 +459,9 @@ class Reconciler:
                 if failure is not None:  # sent again: its last failure is this pass's
                     result.errors.append(failure.message)
                     transient_errors += failure.retryable
+                was = o.annotations(pod).get(POD_GROUP_ANNOTATION)
+                if was and was != pg:  # moved away from it: that PodGroup is replaced (step 4)
+                    self._moving.setdefault(wl, set()).add(was)
                 self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
                 self.patcher.start(pod, pg, sub, landed)
                 result.written += 1
@@ -546,6 +552,7 @@ class Reconciler:
         self._in_flight.clear()
         self._owed.clear()
         self._owed_pods.clear()
+        self._moving.clear()
 
     async def _say_unsatisfiable(self, workload_obj: InvolvedObject, g: PlannedGroup) -> None:
         """A gang that can never be scheduled as it stands (``core/satisfiable.py``, the rules ``grouper
@@ -662,35 +669,57 @@ class Reconciler:
     def _replaced(self, wl: WorkloadKey, owner: str, wanted: set[str]) -> tuple[list[Obj], bool]:
         """PodGroups owned by the workload (``owner``: its uid) or by one of its pods (the per-pod PodGroup of
         a pod that now belongs to a gang: the index of pod-owned PodGroups, few if any, and the owner pod's
-        workload), not wanted by it and named by no pod (all from the caches' indexes); and whether more
-        will be once the patches on their way land (every pod naming them is being moved away)."""
+        workload), not wanted by it, replaced, and that no pod names any more (all from the caches'
+        indexes); and whether more will be once the patches on their way land (every pod naming them is
+        being moved away).
+
+        *Replaced* means its pods were moved to another PodGroup by this workload's passes, or (a per-pod
+        PodGroup) its owner pod lives on in this workload naming another. One whose pods are merely gone is left
+        to the garbage collector with its owner, as KAI's podgrouper leaves every PodGroup: a LeaderWorkerSet
+        recreating a group (all its pods gone for a moment) or scaling it away leaves its PodGroup as the
+        group's next pods find it, and no pass of that moment can tell the two apart. A grouper restarted
+        between moving the pods and deleting leaves that PodGroup to the garbage collector too."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
         if pgs is None or pods is None:
             return [], False
         candidates = {o.name(pg): pg for pg in pgs.by_index(PODGROUP_OWNER_INDEX, owner)}
+        pod_owned: set[str] = set()
         for pg in pgs.by_index(POD_OWNED_INDEX, wl.namespace):
             for ref in o.owner_references(pg):
                 key = (wl.namespace, str(ref.get("name") or ""))
                 pod = pods.get(*key) if ref.get("kind") == "Pod" else None
                 if pod is not None and o.uid(pod) == ref.get("uid") and self.index.workload_of(key) == wl:
                     candidates[o.name(pg)] = pg
+                    pod_owned.add(o.name(pg))  # its pod lives on and names another: replaced for certain
+        moving = self._moving.get(wl, set())
         now: list[Obj] = []
         later = False
         for name, pg in sorted(candidates.items()):
             if name in wanted or o.namespace(pg) != wl.namespace or self.writer.current(wl.namespace, name) is None:
+                moving.discard(name)
                 continue  # wanted, elsewhere, or deleted already (not seen yet)
             namers = self._namers(pods, wl.namespace, name)
             if not namers:
-                now.append(pg)
-            elif all((h := self.patcher.heading(wl.namespace, n)) is not None and h[0] != name for n in namers):
-                later = True
+                if name in moving or name in pod_owned:
+                    now.append(pg)
+                continue
+            headings = [self.patcher.heading(wl.namespace, n) for n in namers]
+            away = [h is not None and h[0] != name for h in headings]
+            if any(away):
+                moving.add(name)  # this workload's pods are leaving it: replaced
+                later = later or all(away)
+        if moving:
+            self._moving[wl] = moving
+        else:
+            self._moving.pop(wl, None)
         return now, later
 
     async def _delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
         deleted = 0
         for pg in replaced:
             name = o.name(pg)
+            self._moving.get(wl, set()).discard(name)
             if await self.writer.delete(wl.namespace, name, o.uid(pg)):
                 deleted += 1
                 self.store.forget_pod_group(wl.namespace, name)

@@ -37,6 +37,8 @@ NS = "ns"
 JOB = GVK("batch", "v1", "Job")
 JOBSET = GVK("jobset.x-k8s.io", "v1alpha2", "JobSet")
 BATCHLING = GVK("example.com", "v1", "Batchling")
+LWS = GVK("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
+STATEFULSET = GVK("apps", "v1", "StatefulSet")
 # Every kind the generated workloads' decisions read: an informer for each exists from the start (a kind
 # asked for and not cached would need discovery, i.e. an API server)
 KINDS: dict[GVK, Resource] = {
@@ -47,6 +49,8 @@ KINDS: dict[GVK, Resource] = {
         (JOB, "jobs", True),
         (JOBSET, "jobsets", True),
         (BATCHLING, "batchlings", True),
+        (LWS, "leaderworkersets", True),
+        (STATEFULSET, "statefulsets", True),
         (PODGROUP, "podgroups", True),
         (POD, "pods", True),
     )
@@ -247,4 +251,4 @@ def start_grouper(
     return ctl
 
 
-__all__ = ["BATCHLING", "JOB", "JOBSET", "KINDS", "NS", "FakeClient", "World", "Write", "canon", "key_of", "start_grouper"]
+__all__ = ["BATCHLING", "JOB", "JOBSET", "KINDS", "LWS", "NS", "STATEFULSET", "FakeClient", "World", "Write", "canon", "key_of", "start_grouper"]

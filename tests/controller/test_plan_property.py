@@ -10,10 +10,11 @@ started afresh on the same cluster:
 (b) the writes the pass sends (its pod patches land after it: they are awaited before comparing) are
     exactly the difference between that fresh plan and the stored objects: a create/update of each
     PodGroup the writer finds different, a patch of each pod whose marks differ, a delete of each PodGroup
-    of the workload (or of one of its pods) that the plan no longer wants and no pod names — no write
-    missing, none needless. A pass that leaves some deletes to the pass its landing patches queue (those
+    of the workload (or of one of its pods) that the plan no longer wants, no pod names and the grouper
+    replaced (below) — no write missing, none needless. A pass that leaves some deletes to the pass its landing patches queue (those
     of PodGroups still named by pods its patches move away: ``Result.deferred``) is held to the rest,
-    and that pass to the deletes.
+    and that pass to the deletes. Only a *replaced* PodGroup is deleted — one the running grouper moved the
+    workload's pods away from; one whose pods are merely gone is left to the garbage collector.
 
 Events: workload created (batch Job, JobSet with its child Jobs, a Batchling decided by a cluster Karta,
 bare pods by the default grouper), pod created (its creation time drawn, so ties and the newest pod vary),
@@ -129,8 +130,13 @@ def canonical(plan: WorkloadPlan) -> Canon:
     )
 
 
-def expected_writes(ctl: Controller, plan: WorkloadPlan, world: World) -> list[tuple[str, str, str, bytes]]:
-    """The difference between ``plan`` and the stored objects, as the writes that make it up."""
+def expected_writes(
+    ctl: Controller, plan: WorkloadPlan, world: World, replaced: set[str]
+) -> list[tuple[str, str, str, bytes]]:
+    """The difference between ``plan`` and the stored objects, as the writes that make it up. ``replaced``:
+    the PodGroups the running grouper's earlier passes moved the workload's pods away from; this pass's
+    moves are added. Only those, and the per-pod PodGroups of the workload's live pods, are deleted (once no
+    pod names them): one whose pods are just gone is left to the garbage collector with its owner."""
     writer = ctl.writers.pod_groups
     out: list[tuple[str, str, str, bytes]] = []
     ok: set[str] = set()
@@ -150,6 +156,9 @@ def expected_writes(ctl: Controller, plan: WorkloadPlan, world: World) -> list[t
         if patch is not None:
             out.append(("patch", "Pod", name, canon(patch)))
         marks[name] = pg if pg in ok else o.annotations(pod).get(POD_GROUP_ANNOTATION)
+        was = o.annotations(pod).get(POD_GROUP_ANNOTATION)
+        if patch is not None and was and was != pg:
+            replaced = replaced | {was}
     failed = bool(plan.failed)
     if plan.workload_ref is not None and not failed and not any(
         v for g in plan.groups for v in validate_pod_group(g.metadata)
@@ -163,6 +172,7 @@ def expected_writes(ctl: Controller, plan: WorkloadPlan, world: World) -> list[t
                 and any(r.get("uid") in owners for r in o.owner_references(pg))
                 and o.name(pg) not in wanted
                 and o.name(pg) not in named
+                and (o.name(pg) in replaced or any(r.get("kind") == "Pod" for r in o.owner_references(pg)))
             ):
                 out.append(("delete", "PodGroup", o.name(pg), canon(o.uid(pg))))
     return sorted(out)
@@ -286,7 +296,7 @@ class PlanMachine(RuleBasedStateMachine):
             full = await fresh.reconciler.plan(wl, found[0])
             if isinstance(full, WorkloadPlan):
                 want = canonical(full)
-                want_writes = expected_writes(fresh, full, world)
+                want_writes = expected_writes(fresh, full, world, set(ctl.reconciler._moving.get(wl, ())))
             else:
                 assert full.status in ("ok",), f"a fresh plan of {wl} gave {full}"
         # the pass, its plan caught on its way to being written

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from grouper.controller.controller import Controller
 from grouper.controller.workloads import WorkloadKey
@@ -24,9 +26,10 @@ from grouper.model import objects as o
 from grouper.model.podgroup import POD_GROUP_ANNOTATION
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper
-from tests.controller.plan_world import JOB, NS, FakeClient, World, start_grouper
+from tests.controller.plan_world import JOB, NS, STATEFULSET, FakeClient, World, key_of, start_grouper
 
 WL = WorkloadKey(NS, "batch", "Job", "train")
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Client(FakeClient):
@@ -176,7 +179,11 @@ def test_a_terminal_patch_failure_waits_for_a_change(bench: Bench) -> None:
     assert bench.retried == [] and bench.ctl.store.workload(str(WL))["result"] == "failed"
 
 
-def test_a_replaced_podgroup_goes_at_once_or_once_the_patches_moving_its_pods_away_have_landed(bench: Bench) -> None:
+def test_a_replaced_podgroup_goes_once_the_patches_moving_its_pods_away_have_landed(bench: Bench) -> None:
+    """"old" is replaced: the pass moves its pods to the workload's PodGroup, and deletes it once those patches
+    have landed. "stale" is named by no pod and no pass moved a pod away from it: its pods are gone, not
+    moved (a LeaderWorkerSet group recreated or scaled away looks just like it), so it is left to the
+    garbage collector with its owner, as KAI leaves every PodGroup."""
     job = bench.job(2)
     owned = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": o.uid(job)}]
     for name in ("stale", "old"):
@@ -191,7 +198,7 @@ def test_a_replaced_podgroup_goes_at_once_or_once_the_patches_moving_its_pods_aw
     bench.client.hold.clear()
     bench.drain()
     result = bench.run(bench.ctl.reconciler.reconcile(WL))
-    assert bench.world.get(PODGROUP, NS, "stale") is None, "named by no pod: deleted at once"
+    assert bench.world.get(PODGROUP, NS, "stale") is not None, "no pod moved away from it: not replaced"
     assert result.deferred and bench.world.get(PODGROUP, NS, "old") is not None, "its pods' patches still fly"
     assert WL not in bench.ctl.queue
     bench.client.hold.set()
@@ -199,7 +206,69 @@ def test_a_replaced_podgroup_goes_at_once_or_once_the_patches_moving_its_pods_aw
     assert WL in bench.ctl.queue, "the last patch to land queues the workload"
     result = bench.run(bench.ctl.reconciler.reconcile(WL))
     assert not result.deferred and result.written == 1
-    assert [o.name(pg) for pg in bench.world.of(PODGROUP)] == [f"pg-train-{o.uid(job)}"]
+    assert [o.name(pg) for pg in bench.world.of(PODGROUP)] == [f"pg-train-{o.uid(job)}", "stale"]
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 0, "the same again: nothing to write"
+
+
+def _lws(bench: Bench) -> dict[str, Any]:
+    """examples/leaderworkerset.yaml (2 groups of 3) in the world; the LWS."""
+    docs = [d for d in yaml.safe_load_all((REPO / "examples" / "leaderworkerset.yaml").read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = NS
+        doc.pop("status", None)
+        bench.world.put(doc)
+    return docs[0]
+
+
+def _group(bench: Bench, index: str) -> list[dict[str, Any]]:
+    return [p for p in bench.world.of(POD)
+            if o.labels(p).get("leaderworkerset.sigs.k8s.io/group-index") == index]
+
+
+def test_a_group_whose_pods_are_all_gone_for_a_moment_keeps_its_podgroup(bench: Bench) -> None:
+    """LWS recreates a group (RecreateGroupOnPodRestart): its worker StatefulSet and pods go, then its leader,
+    and new ones come with the same names. A pass in between sees the LWS with group 0 only: group 1's
+    PodGroup is not wanted and named by no pod, but no pod was moved away from it — it is kept, and the new
+    pods find it as they need it: 3 patches, no PodGroup written. Scaled away (the LWS at 1 replica) it is
+    kept the same way, until the garbage collector removes it with the LWS. (Before: deleted in the pass
+    in between, and created again for the new pods.)"""
+    lws = _lws(bench)
+    wl = WorkloadKey(NS, "leaderworkerset.x-k8s.io", "LeaderWorkerSet", o.name(lws))
+    bench.drain()
+    bench.run(bench.ctl.reconciler.reconcile(wl))
+    bench.run(bench.landed())
+    names = sorted(o.name(pg) for pg in bench.world.of(PODGROUP))
+    assert len(names) == 2 and names[1].endswith("-group-1")
+    versions = {o.name(pg): pg["metadata"]["resourceVersion"] for pg in bench.world.of(PODGROUP)}
+    for round_ in range(3):
+        leader, *workers = sorted(_group(bench, "1"), key=o.name)
+        sts = bench.world.get(STATEFULSET, NS, o.name(leader))  # the group's workers' StatefulSet
+        assert sts is not None
+        for obj in (*workers, sts, leader):  # foreground deletion: the leader's dependents first
+            bench.world.delete(key_of(obj))
+        bench.world.writes.clear()
+        result = bench.run(bench.ctl.reconciler.reconcile(wl))
+        assert result.status == "ok" and bench.world.writes == [], f"round {round_}: {bench.world.writes}"
+        owner = None
+        for obj in (leader, sts, *workers):  # anew, the same names: each owned by its new owner
+            new = copy.deepcopy(obj)
+            new["metadata"]["uid"] = ""
+            (new["metadata"].get("annotations") or {}).pop(POD_GROUP_ANNOTATION, None)
+            (new["metadata"].get("labels") or {}).pop("kai.scheduler/subgroup-name", None)
+            if owner is not None:
+                new["metadata"]["ownerReferences"][0]["uid"] = o.uid(owner)
+            made = bench.world.put(new)
+            if o.name(obj) == o.name(leader):  # the leader owns the StatefulSet, the StatefulSet the workers
+                owner = made
+        bench.run(bench.ctl.reconciler.reconcile(wl))
+        bench.run(bench.landed())
+        assert sorted((w.verb, w.kind) for w in bench.world.writes) == [("patch", "Pod")] * 3, f"round {round_}"
+        assert {o.name(pg): pg["metadata"]["resourceVersion"] for pg in bench.world.of(PODGROUP)} == versions
+    for pod in _group(bench, "1"):  # scaled to 1 replica: group 1 goes for good
+        bench.world.delete(key_of(pod))
+    bench.world.writes.clear()
+    assert bench.run(bench.ctl.reconciler.reconcile(wl)).written == 0 and bench.world.writes == []
+    assert sorted(o.name(pg) for pg in bench.world.of(PODGROUP)) == names, "left to the garbage collector"
 
 
 def test_a_pod_decided_again_while_its_patch_flies_is_looked_at_once_it_lands(bench: Bench) -> None:

@@ -11,7 +11,9 @@ creates), and
 - a running grouper stores the PodGroup ``grouper plan`` computes from the same live objects and follows a
   worker group scaled up and down (by replicas, by the autoscaler's ``workersToDelete``, by
   ``minReplicas``), a pod KubeRay recreates and a restart of the grouper with no duplicate PodGroup and
-  no needless write, and the garbage collector removes it with its workload.
+  no needless write, and the garbage collector removes it with its workload;
+- a RayService (RayService → its pending RayCluster → pods) gets one PodGroup owned by the RayService,
+  written once, each pod patched once.
 
 There is no kubelet: the tests play it where KubeRay waits for running pods (a RayJob submits only to a
 ready cluster) by setting the pods' status to Running and Ready.
@@ -359,3 +361,54 @@ def test_grouper_follows_a_real_rayjob(op_cluster: LocalCluster, okube: Kube, on
         okube.delete(f"{RAYJOBS.format(ns=ns)}/{rayjob['metadata']['name']}")
         wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
                    what="the PodGroup garbage-collected with its RayJob")
+
+
+RAYSERVICES = "/apis/ray.io/v1/namespaces/{ns}/rayservices"
+
+
+def test_grouper_follows_a_real_rayservice(op_cluster: LocalCluster, okube: Kube, ons: str, audit: Audit) -> None:
+    """The RayService of examples/rayservice.yaml: KubeRay creates its RayCluster (``<rayservice>-<random>``,
+    owned by the RayService, named in the RayService's status: pending until Serve answers, which it never
+    does here — no Ray runs) and the head and gpu workers (the empty cpu group gets none). One PodGroup
+    named after and owned by the RayService (RayService → RayCluster → pods; minMember 1 + 2) equals the
+    plan, written once, each pod patched once, also after the pods run (KubeRay then looks for Serve and
+    updates the RayService's status, which the grouper reads). A restarted grouper writes nothing; deleting
+    the RayService garbage-collects the PodGroup."""
+    ns = ons
+    label_namespace(okube, ns)
+    (service,) = [d for d in example("rayservice.yaml") if d["kind"] == "RayService"]
+    name = service["metadata"]["name"]
+    with GrouperThread(op_cluster, ns) as grouper:
+        since = len(audit.writes(namespace=ns))
+        svc = okube.create(RAYSERVICES.format(ns=ns), submitted(service))
+        objs = _grouped(okube, ns, 3)
+        play_kubelet(okube, ns, ray_pods(objs))  # running: KubeRay now asks the (absent) dashboard about Serve
+        grouper.wait_idle(timeout=60)
+        objs = live(okube, ns)
+        (cluster,) = objs["RayCluster"]
+        assert [(r["kind"], r["name"]) for r in cluster["metadata"]["ownerReferences"]] == [("RayService", name)]
+        assert {p["metadata"]["ownerReferences"][0]["name"] for p in ray_pods(objs)} == {cluster["metadata"]["name"]}
+        objs["RayService"] = typed(okube.list(RAYSERVICES.format(ns=ns)), RAY, "RayService")
+        pg = assert_stored_is_planned(okube, ns, objs)
+        assert pg["metadata"]["name"] == f"pg-{name}-{svc['metadata']['uid']}"
+        assert [(r["kind"], r["name"]) for r in pg["metadata"]["ownerReferences"]] == [("RayService", name)]
+        assert pg["spec"]["minMember"] == 3
+        assert grouper_writes(audit, ns, since) == {"podgroups": 1, "pods": 3}
+        rv = pg["metadata"]["resourceVersion"]
+
+        # the cluster is the RayService's pending one (Serve never answers here), which the plugin falls
+        # through to (the active one is empty), as KAI's does
+        status = objs["RayService"][0].get("status") or {}
+        assert (status.get("pendingServiceStatus") or {}).get("rayClusterName") == cluster["metadata"]["name"], status
+        assert not (status.get("activeServiceStatus") or {}).get("rayClusterName"), status
+        grouper.wait_idle(timeout=60)
+        assert okube.get(f"{PODGROUPS.format(ns=ns)}/{pg['metadata']['name']}")["metadata"]["resourceVersion"] == rv
+        assert grouper_writes(audit, ns, since) == {"podgroups": 1, "pods": 3}, "something written twice"
+
+    since = len(audit.writes(namespace=ns))
+    with GrouperThread(op_cluster, ns) as again:
+        again.wait_idle(timeout=60)
+        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
+        okube.delete(f"{RAYSERVICES.format(ns=ns)}/{name}")
+        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
+                   what="the PodGroup garbage-collected with its RayService")
