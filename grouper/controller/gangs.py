@@ -5,13 +5,17 @@ tracker's task recomputes the dirty ones in the event loop, at most ``batch`` pe
 between, each from cached objects only (the PodGroup, its pods by the ``pod-group`` index) with the pure
 :func:`grouper.core.gang_state.gang_state`. No API calls, never a pass over all pods.
 
-- A state computed for the first time (a restart, a new PodGroup) is no transition: it is *rebuilt*, from
-  the scheduler's own admission record where one exists, and sends nothing.
+- A state computed for the first time is *rebuilt* (no transition, nothing sent) when the PodGroup existed
+  before the tracker started (a restart: admission comes from the scheduler's own record); a PodGroup created
+  since starts from ``Grouping``, so a gang the scheduler admits before its first recompute (within the
+  coalescing second) still counts its admission, its time to admission and its Event.
 - A change of state is a transition: ``podgrouper_gang_transitions_total{from,to}``; the first admission
   observes the time to admission; and an Event on the workload (the PodGroup's owner, the top owner the
   grouper wrote there): ``GangAdmitted`` (Normal, the time to admission), ``GangDegraded`` (Warning, which
   minimum is unmet), ``GangRecovered`` (Normal, admitted again). One per transition; only the leader
-  writes Events (the recorder checks), every replica keeps the states (metrics, API).
+  writes Events (the recorder checks), every replica keeps the states (metrics, API). A "gang" of one pod
+  (a per-pod PodGroup, required 1) sends no Event: its admission is its pod's scheduling, which the pod's
+  own Events already tell (a Deployment of 100 replicas would otherwise send 100 per rollout).
 - A PodGroup deleted: its state goes.
 
 The per-state gauges are read from :meth:`GangTracker.gang_samples` at scrape time.
@@ -36,6 +40,7 @@ from grouper.core.gang_state import (
     gang_of,
     gang_state,
     member,
+    parse_time,
 )
 from grouper.core.upstream import scheduling_group
 from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
@@ -166,6 +171,7 @@ class GangTracker:
         self._memo_used: dict[Key, float] = {}
         self.memo_idle = 10.0  # seconds a gang's memo outlives its last recompute
         self.computed = 0  # PodGroups recomputed (for tests and the benchmark)
+        self.started = clock()  # PodGroups created after this are new: their first state is a transition
 
     # ------------------------------------------------------------------ watch events (cheap: mark only)
 
@@ -274,8 +280,17 @@ class GangTracker:
             self._unindex(key, prev.owner)
             self._index(key, owner)
         self.states[key] = Tracked(state, owner)
-        if prev is not None and prev.state.state != state.state:
-            self._transition(key, owner, prev.state, state)
+        before = prev.state if prev is not None else self._new_gang(pg, state)
+        if before is not None and before.state != state.state:
+            self._transition(key, owner, before, state)
+
+    def _new_gang(self, pg: Obj, state: GangState) -> GangState | None:
+        """The state a PodGroup created since the tracker started had before its first recompute: Grouping
+        (None for one that existed before: rebuilt, no transition)."""
+        created = parse_time(o.meta(pg).get("creationTimestamp"))
+        if created is None or created <= self.started:
+            return None
+        return GangState(State.GROUPING, created, state.counts, queue=state.queue)
 
     def _members(self, key: Key) -> list[MemberPod]:
         """The gang's members. A busy gang (recomputed in the last ``memo_idle`` seconds) keeps its pods by
@@ -321,7 +336,7 @@ class GangTracker:
         elif after.state == State.DEGRADED and before.state != State.DEGRADED:
             reason, etype = "GangDegraded", "Warning"
             message = f"PodGroup {key[1]}: gang below its minimum: {unmet(after)}"
-        if reason and owner is not None:
+        if reason and owner is not None and after.counts.required > 1:
             self._events.append((InvolvedObject(owner.api_version, owner.kind, key[0], owner.name, owner.uid),
                                  reason, message, etype))
 

@@ -204,6 +204,44 @@ def test_waiting_then_admitted_then_degraded_then_recovered_one_event_each() -> 
     assert w.metrics.value("podgrouper_gang_time_to_admission_seconds_count", {"queue": "team-a"}) == 1
 
 
+def test_a_new_gang_admitted_before_its_first_recompute_still_counts_its_admission() -> None:
+    """A fast scheduler binds a new gang within the tracker's coalescing second: its first state is
+    Admitted, yet it is a new PodGroup (created after the tracker started), not one rebuilt after a restart,
+    so its admission is a transition with its Event and its time to admission."""
+    w = World()
+    pg = kai_pg()
+    pg["metadata"]["creationTimestamp"] = rfc3339(T0 + timedelta(seconds=5))
+    set_last_start(pg, T0 + timedelta(seconds=7))
+    w.pg(pg, ADDED)
+    for i in range(2):
+        w.pod(member_pod(f"p{i}", node="n1", created=T0 + timedelta(seconds=4)), ADDED)
+    w.clock.now = T0 + timedelta(seconds=8)
+    w.settle()
+    st = w.tracker.get("ml", "pg-train")
+    assert st is not None and st.state == State.ADMITTED
+    assert w.reasons() == ["GangAdmitted"]
+    assert w.metrics.value("podgrouper_gang_transitions_total", {"from": "Grouping", "to": "Admitted"}) == 1
+    assert w.metrics.value("podgrouper_gang_time_to_admission_seconds_count", {"queue": "team-a"}) == 1
+
+
+def test_a_one_pod_gang_sends_no_event_but_counts_in_the_metrics() -> None:
+    """A per-pod PodGroup (required 1): its admission is its pod's scheduling, told by the pod's own
+    Events; a Deployment's 100 replicas must not send 100 GangAdmitted per rollout."""
+    w = World()
+    pg = kai_pg(min_member=1)
+    pg["metadata"]["creationTimestamp"] = rfc3339(T0 + timedelta(seconds=5))
+    w.pg(pg, ADDED)
+    w.pod(member_pod("p0", created=T0 + timedelta(seconds=4)), ADDED)
+    w.clock.now = T0 + timedelta(seconds=6)
+    w.settle()
+    w.pod(member_pod("p0", node="n1", created=T0 + timedelta(seconds=4)))
+    w.clock.now = T0 + timedelta(seconds=9)
+    w.settle()
+    assert w.tracker.get("ml", "pg-train").state == State.ADMITTED  # type: ignore[union-attr]
+    assert w.reasons() == []
+    assert w.metrics.value("podgrouper_gang_time_to_admission_seconds_count", {"queue": "team-a"}) == 1
+
+
 def test_restart_rebuilds_without_events_or_transitions() -> None:
     w, pg = waiting_world()
     set_last_start(pg, T0 + timedelta(seconds=60))
