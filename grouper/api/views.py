@@ -12,6 +12,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from grouper.api.models import (
@@ -42,14 +43,13 @@ from grouper.api.models import (
 )
 from grouper.api.selectors import Selector
 from grouper.api.state import GangSource, ObjectSource, StateReader, safe_get
+from grouper.core.gang_state import worst
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
 from grouper.records.decisions import POD_GROUP_NOT_WRITTEN
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from grouper.core.gang_state import GangState
     from grouper.karta import Evaluator, KartaDefinition
 
@@ -153,20 +153,13 @@ def _int(v: Any) -> int | None:
 
 
 def _rfc3339(moment: datetime | None) -> str | None:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
-
-
-# a workload's state: the worst of its PodGroups'
-_SEVERITY = {"Error": 0, "Degraded": 1, "Waiting": 2, "Grouping": 3, "Admitted": 4}
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
 
 
 def worst_gang_state(gangs: Iterable[GangView]) -> GangStateName | None:
     """The worst state of these gangs (a workload's state; the web view's workload page shows it too)."""
-    worst: GangStateName | None = None
-    for g in gangs:
-        if worst is None or _SEVERITY[g.state] < _SEVERITY[worst]:
-            worst = g.state
-    return worst
+    state = worst(g.state for g in gangs)
+    return state.value if state is not None else None
 
 
 def gang_view(name: str, st: GangState, now: datetime) -> GangView:

@@ -24,13 +24,13 @@ from grouper.core.gang_state import (
     member,
     parse_time,
 )
+from grouper.core.gang_state import worst as worst_state
 from grouper.core.upstream import scheduling_group
 from grouper.describe.resources import pod_request
 from grouper.model import objects as o
 from grouper.model.podgroup import POD_GROUP_ANNOTATION
 
 # The workload's state is the worst of its gangs' (the order of GangStateName's description in the API).
-WORST_FIRST = (State.ERROR, State.DEGRADED, State.WAITING, State.GROUPING, State.ADMITTED)
 MEANING = {
     State.GROUPING: "its pods are still arriving, or the grouper has not written its PodGroup yet",
     State.WAITING: "every pod the gang needs is there, but the scheduler has not placed enough of them",
@@ -73,9 +73,9 @@ def since_known(gs: GangState) -> bool:
 
 
 def worst(states: Iterable[str | None]) -> str | None:
-    """The workload's state from its gangs' (None without any)."""
-    present = {s for s in states if s}
-    return next((s.value for s in WORST_FIRST if s.value in present), None)
+    """The workload's state from its gangs' (None without any): grouper.core.gang_state's order."""
+    state = worst_state(states)
+    return state.value if state is not None else None
 
 
 def shown_names(names: Sequence[str], limit: int) -> str:
@@ -156,31 +156,10 @@ def planned_gang(planned: dict[str, Any], pods: Iterable[dict[str, Any]], places
 
 
 def gang_view(name: str, gs: GangState, now: datetime) -> dict[str, Any]:
-    """``GangView`` (grouper/api/models.py) of a gang state, field for field."""
-    return {
-        "podGroup": name,
-        "state": gs.state.value,
-        "since": rfc3339(gs.since),
-        "secondsInState": gs.seconds_in_state(now),
-        "required": gs.counts.required,
-        "present": gs.counts.present,
-        "scheduled": gs.counts.scheduled,
-        "queue": gs.queue,
-        "requestedGPUs": gs.requested_gpus,
-        "admittedAt": rfc3339(gs.admitted_at),
-        "timeToAdmissionSeconds": gs.time_to_admission,
-        "reasons": [
-            {"source": r.source, "reason": r.reason, "message": r.message, "type": r.type, "nodePool": r.node_pool,
-             "pods": list(r.pods), "since": rfc3339(r.since)}
-            for r in gs.reasons
-        ],
-        "subGroups": [
-            {"name": s.name, "parent": s.parent, "required": s.counts.required, "present": s.counts.present,
-             "scheduled": s.counts.scheduled, "satisfied": s.satisfied}
-            for s in gs.sub_groups
-        ],
-        "error": gs.error,
-    }
+    """The HTTP API's ``GangView`` of a gang state (the API's own converter: CLI and API agree by construction)."""
+    from grouper.api.views import gang_view as api_gang_view
+
+    return api_gang_view(name, gs, now).model_dump()
 
 
 # ------------------------------------------------------------------------------------------ the report

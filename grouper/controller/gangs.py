@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +41,7 @@ from grouper.core.gang_state import (
     gang_state,
     member,
     parse_time,
+    worst,
 )
 from grouper.core.upstream import scheduling_group
 from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
@@ -57,16 +58,10 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, PodGroup name)
 Clock = Callable[[], datetime]
 
-# Worst first: a workload's state is the worst of its PodGroups'.
-SEVERITY = {State.ERROR: 0, State.DEGRADED: 1, State.WAITING: 2, State.GROUPING: 3, State.ADMITTED: 4}
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def worst(states: Iterable[State]) -> State | None:
-    return min(states, key=SEVERITY.__getitem__, default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,4 +385,4 @@ def unmet(state: GangState) -> str:
     return "; ".join(parts) or f"{state.counts.scheduled} of {state.counts.required} pods scheduled"
 
 
-__all__ = ["SEVERITY", "GangTracker", "Owner", "member_signature", "unmet", "utc_now", "worst"]
+__all__ = ["GangTracker", "Owner", "member_signature", "unmet", "utc_now"]

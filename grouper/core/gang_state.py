@@ -150,6 +150,17 @@ class GangState:
         return max(0.0, (now - self.since).total_seconds())
 
 
+# Worst first: a workload's state is the worst of its gangs' (the API, the controller's metrics and Events,
+# and `grouper why` / `get workloads` all use this order).
+WORST_FIRST = (State.ERROR, State.DEGRADED, State.WAITING, State.GROUPING, State.ADMITTED)
+
+
+def worst(states: Iterable[State | str | None]) -> State | None:
+    """The worst of these states (None without any); states may be given by their names."""
+    present = {State(s) for s in states if s}
+    return next((s for s in WORST_FIRST if s in present), None)
+
+
 class GangSpecError(ValueError):
     """A PodGroup field that cannot be read; the message names the PodGroup, the field and the value."""
 
