@@ -728,24 +728,39 @@ def test_a_workload_whose_kept_pods_are_all_gone_is_decided_afresh() -> None:
         m.teardown()
 
 
-def test_a_pass_looks_only_at_the_pods_that_changed() -> None:
-    """A 60-pod Job whose pods arrive 5 at a time, then 3 of them change: every pass is checked against a
-    full plan (the machine), and a pass looks only at the pods whose events reached it (before: at every
-    pod of the workload, 2 x (5 + 10 + ... + 60) = 780 over the 12 batches)."""
+def _batches(incremental: bool) -> tuple[PlanMachine, list[bytes]]:
+    """A 60-pod Job whose pods arrive 5 at a time, a pass after each batch, then 3 of them change."""
     m = PlanMachine()
     try:
         m.start(False, _Draws(), [])
+        m.ctl.reconciler.incremental = incremental
         m.create_workload("job", 3)
         owner = m.owners[-1]
         for _ in range(12):
             m._create_pods(_Draws(0, None, None, None, *[False] * 5), owner, 5)
             m.settle()
-        # a pass for each batch (its new pods) and one for the echoes of its patches (the same pods, marked)
-        assert m.stats["pods planned"] == 2 * 60
-        assert m.stats["pass changed Job"] == 23  # the first pass planned every pod (it had no last plan)
+        stats = Counter(m.stats)
         for pod in [p for p in m.world.of(POD) if o.name(p).endswith(("p7", "p30", "p31"))]:
             m.relabel_pod(_Draws(pod), QUEUE, "q2")
         m.settle()
-        assert m.stats["pods planned"] == 2 * 60 + 3  # same PodGroup: no patch, no echo
     finally:
         m.teardown()
+    m.stats["batches: pods planned"] = stats["pods planned"]
+    m.stats["batches: passes changed"] = stats["pass changed Job"]
+    uid = o.uid(m.world.of(JOB)[0])  # the objects as written, the Job's uid aside (it differs between runs)
+    return m, [canon({k: v for k, v in obj.items() if k != "metadata"} | {"name": o.name(obj), "marks": o.annotations(obj)})
+               .replace(uid.encode(), b"uid") for obj in m.world.of(POD) + m.world.of(PODGROUP)]
+
+
+def test_a_pass_looks_only_at_the_pods_that_changed() -> None:
+    """Every pass is checked against a full plan (the machine), and a pass looks only at the pods whose
+    events reached it: a pass for each batch (its new pods) and one for the echoes of its patches (the same
+    pods, marked). Planning every pod each pass (``incremental=False``, the definition) looks at
+    2 x (5 + 10 + ... + 60) = 780 pods over the 12 batches, and leaves the cluster the same."""
+    m, cluster = _batches(incremental=True)
+    assert m.stats["batches: pods planned"] == 2 * 60
+    assert m.stats["batches: passes changed"] == 23  # the first pass planned every pod (it had no last plan)
+    assert m.stats["pods planned"] == 2 * 60 + 3  # the 3 changed pods keep their PodGroup: no patch, no echo
+    full, full_cluster = _batches(incremental=False)
+    assert full.stats["batches: pods planned"] == 780 and full.stats["batches: passes changed"] == 0
+    assert cluster == full_cluster
