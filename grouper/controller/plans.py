@@ -29,8 +29,10 @@ from dataclasses import replace
 
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.workload_plan import Kept, WorkloadPlan
+from grouper.model.objects import Obj
 
 IDLE_SECONDS = 120.0
+UNSEEN: Obj = {}  # a pod of a settled plan: not looked at since (read it from the cache)
 
 
 class _Entry:
@@ -56,7 +58,9 @@ class PlanCache:
         the kept ones: nothing dropped them meanwhile)."""
         entry = self._kept.get(wl)
         if entry is not None and entry.kept is plan.kept:
-            entry.last = (replace(plan, decided=[], looked_at=None, merged=None), terminal)
+            # the pods by name only (UNSEEN): a settled plan must not hold on to pod objects the cache replaced
+            pods = dict.fromkeys(plan.pods, UNSEEN)
+            entry.last = (replace(plan, pods=pods, decided=[], looked_at=None, merged=None), terminal)
 
     def take_last(self, wl: WorkloadKey) -> tuple[WorkloadPlan, frozenset[str]] | None:
         """The last plan carried out and its terminal pods, taken (the pass that takes it settles anew)."""
@@ -111,4 +115,4 @@ class PlanCache:
         return len(self._kept)
 
 
-__all__ = ["IDLE_SECONDS", "PlanCache"]
+__all__ = ["IDLE_SECONDS", "UNSEEN", "PlanCache"]

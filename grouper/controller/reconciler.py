@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -145,6 +145,29 @@ def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     deps.update(ref.uid for ref in d.owner_chain)
     deps.discard("")
     return deps
+
+
+class _PodsNow(Mapping[str, Obj]):
+    """The plan's pods by name, those a plan updated from the last one did not look at (``UNSEEN``) as the
+    cache has them now: what a hold reads of them."""
+
+    def __init__(self, rec: Reconciler, wl: WorkloadKey, plan: WorkloadPlan) -> None:
+        self.rec, self.wl, self.plan = rec, wl, plan
+
+    def __getitem__(self, name: str) -> Obj:
+        pod = self.plan.pods[name]
+        if pod:
+            return pod
+        found = self.rec._pods_named(self.wl, self.plan, [name])
+        if not found:
+            raise KeyError(name)
+        return found[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.plan.pods)
+
+    def __len__(self) -> int:
+        return len(self.plan.pods)
 
 
 @dataclass
@@ -409,11 +432,12 @@ class Reconciler:
         if workload_ref is not None:
             workload_obj = _involved(workload_ref, wl.namespace)
         else:
-            workload_obj = _pod_involved(plan.pods[min(plan.pods)])
+            first = min(plan.pods)
+            workload_obj = _pod_involved(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
         lookups = self.cache.lookups()
         groups, placement = list(plan.groups), dict(plan.placement)
         held = (
-            await self.holds.apply(wl.namespace, workload_ref, groups, placement, plan.pods, plan.decided)
+            await self.holds.apply(wl.namespace, workload_ref, groups, placement, _PodsNow(self, wl, plan), plan.decided)
             if workload_ref is not None and self.upstream is None
             else None
         )
@@ -488,7 +512,10 @@ class Reconciler:
             for name, (pg, sub) in places:
                 if pg not in ok_groups:
                     continue
-                pod = plan.pods[name]
+                found = [plan.pods[name]] if plan.pods[name] else self._pods_named(wl, plan, [name])  # UNSEEN: held
+                if not found:
+                    continue  # gone meanwhile: its delete queued the workload
+                pod = found[0]
                 k = kept.get(name)
                 if k is not None and k.marked and name not in failures and k.version == _rv(pod) \
                         and (k.view is not None and k.view.name, k.sub_group) == (pg, sub):
@@ -680,7 +707,8 @@ class Reconciler:
         return list(pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}")) if pods is not None else []
 
     def _pods_named(self, wl: WorkloadKey, plan: WorkloadPlan, names: list[str]) -> list[Obj]:
-        """The named pods: looked at in this pass, else as the cache has them."""
+        """The named pods: looked at in this pass, else (not planned, or not looked at since the last plan
+        carried out: ``plans.UNSEEN``) as the cache has them."""
         pods_inf = self.cache.informer(POD)
         out: list[Obj] = []
         for name in names:
