@@ -7,7 +7,7 @@ and the resyncer). A kept decision is only ever used for the very pod it was mad
 planning property test (``tests/controller/test_plan_property.py``) holds that in place.
 
 With the decisions, an entry holds the last plan a pass carried out in full (no error, nothing held or
-waiting: :meth:`PlanCache.settle`): the next pass starts from it and looks again only at the pods whose
+waiting: :meth:`PlanCache.settle`; workloads of ``SETTLE_MIN_PODS`` pods or more): the next pass starts from it and looks again only at the pods whose
 events reached it (the workload index's touched pods, :func:`grouper.core.workload_plan.update`), so a pass
 costs what changed, not the workload. A pass takes it (:meth:`PlanCache.take_last`), so a pass cut short
 leaves the next one to plan every pod; so does a PodGroup changed by someone else and a resync's check
@@ -32,6 +32,9 @@ from grouper.core.workload_plan import Kept, WorkloadPlan
 from grouper.model.objects import Obj
 
 IDLE_SECONDS = 120.0
+# Workloads of fewer live pods keep no plan to start from: a pass over all of them costs less than what the
+# plan would keep meanwhile (its PodGroups and maps: ~3 KB a workload, ~450 B a pod at 7 pods a workload)
+SETTLE_MIN_PODS = 32
 UNSEEN: Obj = {}  # a pod of a settled plan: not looked at since (read it from the cache)
 
 
@@ -44,8 +47,11 @@ class _Entry:
 
 
 class PlanCache:
-    def __init__(self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
-        self.idle_seconds, self._clock = idle_seconds, clock
+    def __init__(
+        self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic,
+        settle_min_pods: int = SETTLE_MIN_PODS,
+    ) -> None:
+        self.idle_seconds, self._clock, self.settle_min_pods = idle_seconds, clock, settle_min_pods
         # workload -> (its kept decisions by pod name, when last used), least recently used first
         self._kept: OrderedDict[WorkloadKey, _Entry] = OrderedDict()
 
@@ -55,9 +61,9 @@ class PlanCache:
 
     def settle(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: frozenset[str]) -> None:
         """``plan`` was carried out in full: the next pass may start from it (if its decisions are still
-        the kept ones: nothing dropped them meanwhile)."""
+        the kept ones: nothing dropped them meanwhile) and it has ``settle_min_pods`` pods."""
         entry = self._kept.get(wl)
-        if entry is not None and entry.kept is plan.kept:
+        if entry is not None and entry.kept is plan.kept and len(plan.pods) >= self.settle_min_pods:
             # the pods by name only (UNSEEN): a settled plan must not hold on to pod objects the cache replaced
             pods = dict.fromkeys(plan.pods, UNSEEN)
             entry.last = (replace(plan, pods=pods, decided=[], looked_at=None, merged=None), terminal)
@@ -115,4 +121,4 @@ class PlanCache:
         return len(self._kept)
 
 
-__all__ = ["IDLE_SECONDS", "UNSEEN", "PlanCache"]
+__all__ = ["IDLE_SECONDS", "SETTLE_MIN_PODS", "UNSEEN", "PlanCache"]

@@ -226,6 +226,7 @@ class PlanMachine(RuleBasedStateMachine):
     async def _start(self, *, warm: bool) -> None:
         self.world.grouper = None
         ctl = start_grouper(self.world, self.grouper, definitions=self.registry)
+        ctl.plans.settle_min_pods = 1  # every workload's passes start from its last plan: the mechanism checked
         self.world.grouper = ctl
         self.grouper_ctl = ctl
         assert ctl.karta_sync is not None

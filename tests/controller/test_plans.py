@@ -244,7 +244,7 @@ def test_a_podgroup_made_by_the_kept_decisions_is_told_apart_from_any_other() ->
 
 
 def test_the_last_plan_carried_out_is_taken_once_and_goes_with_the_decisions() -> None:
-    cache, wl = PlanCache(), _wl("a")
+    cache, wl = PlanCache(settle_min_pods=1), _wl("a")
     decide, _ = decide_as({"p": metadata(1)})
     plan = plan_workload([pod("p")], decide)
     cache.settle(wl, plan, frozenset())  # no entry: nothing to start from
@@ -261,3 +261,7 @@ def test_the_last_plan_carried_out_is_taken_once_and_goes_with_the_decisions() -
     cache.put(wl, dict(plan.kept))  # a new plan's decisions: the settled plan was not theirs
     cache.settle(wl, plan, frozenset())
     assert cache.take_last(wl) is None
+    small = PlanCache(settle_min_pods=2)  # a workload too small to be worth keeping its plan
+    small.put(wl, plan.kept)
+    small.settle(wl, plan, frozenset())
+    assert small.take_last(wl) is None
