@@ -368,7 +368,8 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-MEMO_PLACES = f"PlanCache: each pod's kept decision and the views it shares (dropped after {IDLE_SECONDS:.0f} s idle)"
+MEMO_PLACES = (f"PlanCache: each pod's kept decision, the views it shares and the last plan carried out "
+               f"(dropped after {IDLE_SECONDS:.0f} s idle)")
 WITH_GROUPS = "  + PodGroup and workload records, PodGroup cache"
 GANG_STATES = "gang states (one per PodGroup)"
 
@@ -523,7 +524,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{o.namespace(p)}/{o.name(p)}": str(o.meta(p).get("creationTimestamp")) for p, _ in decided
         }
         merged = merge_decisions(grouped, creation)
-        memo.put(wl, assemble(wl.namespace, [p for p, _ in decided], {}, decided).kept)
+        plan = assemble(wl.namespace, [p for p, _ in decided], {}, decided)
+        memo.put(wl, plan.kept)
+        memo.settle(wl, plan, frozenset())  # and the plan carried out, the next pass's start
+        del plan
         desired = [m.metadata.to_object() for m in merged]
         pg_lines.extend(orjson.dumps(x) for x in desired)  # for the PodGroup informer (not the store's)
         e = tracemalloc.get_traced_memory()[0]

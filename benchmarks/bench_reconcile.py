@@ -33,7 +33,7 @@ SCENARIOS = {
 CHILD = r'''
 import asyncio, json, sys, time, resource
 sys.path.insert(0, sys.argv[1])
-from tests.controller.plan_world import NS, World, start_grouper
+from tests.controller.plan_world import NS, POD, World, start_grouper  # POD: where that tree has it
 from grouper.core.config import GroupingConfig
 from grouper.karta import DefinitionRegistry
 from grouper.observability.metrics import Metrics
@@ -86,7 +86,7 @@ async def main():
             while gangs is not None and gangs.flush():
                 pass
             cpu += time.process_time() - t0
-    marked = sum(1 for p in world.of(__import__("grouper.kube.cache", fromlist=["POD"]).POD)
+    marked = sum(1 for p in world.of(POD)
                  if (o.annotations(p) or {}).get("pod-group-name"))
     pods = workloads * size
     print(json.dumps({"cpu_us_per_pod": round(cpu / pods * 1e6, 1), "passes": passes, "pods": pods,

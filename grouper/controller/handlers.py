@@ -314,6 +314,7 @@ class EventHandlers:
     def check(self, wl: WorkloadKey) -> None:
         """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: they hold
         until something they read changes (which drops them), leader or not."""
+        self.plans.unsettle(wl)  # every pod and PodGroup compared, not only what changed
         self.queue.add(wl, background=True)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
@@ -323,6 +324,7 @@ class EventHandlers:
             return
         wl = self.index.workload_of_pod_group((o.namespace(pg), o.name(pg)))
         if wl is not None:
+            self.plans.unsettle(wl)  # its PodGroups are compared with the plan again
             self.queue.add(wl)  # put right what someone else changed (the decision stands)
         for wl in self.index.workloads_reading(o.uid(pg)):
             self.changed(wl)

@@ -16,7 +16,7 @@ When the hold ends with the PodGroup still wanted (the definition came back), th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,7 +76,7 @@ class Holds:
         workload: OwnerRef,
         groups: list[Any],
         placement: dict[str, tuple[str, str | None]],
-        pods: dict[str, Obj],
+        pods: Mapping[str, Obj],
         decided: Iterable[tuple[Obj, Decision]],
     ) -> Held:
         """Hold what must be held: ``groups`` (the plan's PodGroups) lose those that replace a held one and
@@ -115,7 +115,7 @@ class Holds:
         replacing: list[Any],
         groups: list[Any],
         placement: dict[str, tuple[str, str | None]],
-        pods: dict[str, Obj],
+        pods: Mapping[str, Obj],
         held: Held,
     ) -> None:
         name = o.name(pg)

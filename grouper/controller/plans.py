@@ -6,6 +6,13 @@ and the resyncer). A kept decision is only ever used for the very pod it was mad
 (:func:`grouper.core.workload_plan.reusable`), so the cache can make a plan cheaper, never different — the
 planning property test (``tests/controller/test_plan_property.py``) holds that in place.
 
+With the decisions, an entry holds the last plan a pass carried out in full (no error, nothing held or
+waiting: :meth:`PlanCache.settle`; workloads of ``SETTLE_MIN_PODS`` pods or more): the next pass starts from it and looks again only at the pods whose
+events reached it (the workload index's touched pods, :func:`grouper.core.workload_plan.update`), so a pass
+costs what changed, not the workload. A pass takes it (:meth:`PlanCache.take_last`), so a pass cut short
+leaves the next one to plan every pod; so does a PodGroup changed by someone else and a resync's check
+(:meth:`PlanCache.unsettle`), and anything that drops the decisions.
+
 Kept decisions pay while a workload's pods arrive (a burst, a scale-up); a settled workload's next change
 is rare and costs one plan that decides every pod. So a workload's entry not used for ``idle_seconds`` is
 dropped: memory grows with the workloads being reconciled, not with the cluster
@@ -18,29 +25,70 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 
 from grouper.controller.workloads import WorkloadKey
-from grouper.core.workload_plan import Kept
+from grouper.core.workload_plan import Kept, WorkloadPlan
+from grouper.model.objects import Obj
 
 IDLE_SECONDS = 120.0
+# Workloads of fewer live pods keep no plan to start from: a pass over all of them costs less than what the
+# plan would keep meanwhile (its PodGroups and maps: ~3 KB a workload, ~450 B a pod at 7 pods a workload)
+SETTLE_MIN_PODS = 32
+UNSEEN: Obj = {}  # a pod of a settled plan: not looked at since (read it from the cache)
+
+
+class _Entry:
+    __slots__ = ("kept", "last", "used")
+
+    def __init__(self, kept: dict[str, Kept], used: float) -> None:
+        self.kept, self.used = kept, used
+        self.last: tuple[WorkloadPlan, frozenset[str]] | None = None  # the last plan carried out, its terminal pods
 
 
 class PlanCache:
-    def __init__(self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
-        self.idle_seconds, self._clock = idle_seconds, clock
+    def __init__(
+        self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic,
+        settle_min_pods: int = SETTLE_MIN_PODS,
+    ) -> None:
+        self.idle_seconds, self._clock, self.settle_min_pods = idle_seconds, clock, settle_min_pods
         # workload -> (its kept decisions by pod name, when last used), least recently used first
-        self._kept: OrderedDict[WorkloadKey, tuple[dict[str, Kept], float]] = OrderedDict()
+        self._kept: OrderedDict[WorkloadKey, _Entry] = OrderedDict()
 
     def get(self, wl: WorkloadKey) -> dict[str, Kept] | None:
         entry = self._kept.get(wl)
-        return entry[0] if entry is not None else None
+        return entry.kept if entry is not None else None
+
+    def settle(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: frozenset[str]) -> None:
+        """``plan`` was carried out in full: the next pass may start from it (if its decisions are still
+        the kept ones: nothing dropped them meanwhile) and it has ``settle_min_pods`` pods."""
+        entry = self._kept.get(wl)
+        if entry is not None and entry.kept is plan.kept and len(plan.pods) >= self.settle_min_pods:
+            # the pods by name only (UNSEEN): a settled plan must not hold on to pod objects the cache replaced
+            pods = dict.fromkeys(plan.pods, UNSEEN)
+            entry.last = (replace(plan, pods=pods, decided=[], looked_at=None, merged=None), terminal)
+
+    def take_last(self, wl: WorkloadKey) -> tuple[WorkloadPlan, frozenset[str]] | None:
+        """The last plan carried out and its terminal pods, taken (the pass that takes it settles anew)."""
+        entry = self._kept.get(wl)
+        if entry is None:
+            return None
+        last, entry.last = entry.last, None
+        return last
+
+    def unsettle(self, wl: WorkloadKey) -> None:
+        """The next pass plans every pod (with the kept decisions): the stored objects may differ from the
+        last plan."""
+        entry = self._kept.get(wl)
+        if entry is not None:
+            entry.last = None
 
     def put(self, wl: WorkloadKey, kept: dict[str, Kept]) -> None:
         if not kept:
             self._kept.pop(wl, None)
             return
         now = self._clock()
-        self._kept[wl] = (kept, now)
+        self._kept[wl] = _Entry(kept, now)
         self._kept.move_to_end(wl)
         self.expire(now)
 
@@ -54,7 +102,7 @@ class PlanCache:
             return False
         return any(
             k.view is not None and k.view.name == pod_group and k.top_owner is not None and k.top_owner.uid in owners
-            for k in entry[0].values()
+            for k in entry.kept.values()
         )
 
     def expire(self, now: float | None = None) -> int:
@@ -62,8 +110,8 @@ class PlanCache:
         cutoff = (self._clock() if now is None else now) - self.idle_seconds
         dropped = 0
         while self._kept:
-            wl, (_, used) = next(iter(self._kept.items()))
-            if used > cutoff:
+            wl, entry = next(iter(self._kept.items()))
+            if entry.used > cutoff:
                 break
             del self._kept[wl]
             dropped += 1
@@ -73,4 +121,4 @@ class PlanCache:
         return len(self._kept)
 
 
-__all__ = ["IDLE_SECONDS", "PlanCache"]
+__all__ = ["IDLE_SECONDS", "SETTLE_MIN_PODS", "UNSEEN", "PlanCache"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -34,7 +34,7 @@ from grouper.core.owner_chain import SharedChains
 from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
-from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide
+from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
@@ -147,6 +147,29 @@ def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     return deps
 
 
+class _PodsNow(Mapping[str, Obj]):
+    """The plan's pods by name, those a plan updated from the last one did not look at (``UNSEEN``) as the
+    cache has them now: what a hold reads of them."""
+
+    def __init__(self, rec: Reconciler, wl: WorkloadKey, plan: WorkloadPlan) -> None:
+        self.rec, self.wl, self.plan = rec, wl, plan
+
+    def __getitem__(self, name: str) -> Obj:
+        pod = self.plan.pods[name]
+        if pod:
+            return pod
+        found = self.rec._pods_named(self.wl, self.plan, [name])
+        if not found:
+            raise KeyError(name)
+        return found[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.plan.pods)
+
+    def __len__(self) -> int:
+        return len(self.plan.pods)
+
+
 @dataclass
 class _PatchFailure:
     message: str
@@ -168,9 +191,12 @@ class Reconciler:
         deleted: DeletedOwners,
         plans: PlanCache | None = None,
         pod_group_concurrency: int = 16,
+        incremental: bool = True,
     ) -> None:
         """``enqueue``: queue a workload now; ``retry``: queue it after its next back-off delay (the work
-        queue's ``add_rate_limited``), for a pod patch that failed after its pass ended."""
+        queue's ``add_rate_limited``), for a pod patch that failed after its pass ended. ``incremental``:
+        a pass starts from the last plan carried out and looks again only at the pods touched since
+        (False: every pass plans every pod — the definition the planning property test holds it to)."""
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.upstream = writers.upstream
@@ -179,6 +205,7 @@ class Reconciler:
         self.retry = retry or enqueue
         self.deleted = deleted
         self.plans = plans if plans is not None else PlanCache()
+        self.incremental = incremental
         # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
@@ -214,7 +241,16 @@ class Reconciler:
     async def _reconcile(self, wl: WorkloadKey) -> Result:
         if self.groups is not None and self.groups.handles(wl):
             return await self.groups.reconcile(wl)
-        found = self._live_pods(wl)
+        touched = self.index.take_touched(wl)
+        last = self.plans.take_last(wl) if self.incremental and self.upstream is None else None
+        if last is not None and all(ns == wl.namespace for ns, _ in touched):
+            live, gone, terminal = self._touched_pods(wl, last, touched)
+            if live or terminal or not last[0].pods.keys() <= gone:
+                plan = await self.plan(wl, live, (last[0], gone))
+                return plan if isinstance(plan, Result) else await self._carry_out(wl, plan, terminal)
+            found = None
+        else:
+            found = self._live_pods(wl)
         if found is None:
             self.index.forget(wl)
             self.store.forget_workload(str(wl))
@@ -228,9 +264,12 @@ class Reconciler:
         plan = await self.plan(wl, pods)
         if isinstance(plan, Result):
             return plan
+        return await self._carry_out(wl, plan, terminal)
+
+    async def _carry_out(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: set[str]) -> Result:
         if self.groups is not None and self.groups.claim(wl, plan):
             return Result(plugin=plan.plugin)  # a member of a WorkloadGroup: the group writes for it
-        return await self._apply(wl, plan, len(terminal))
+        return await self._apply(wl, plan, terminal)
 
     async def predecide(self, wl: WorkloadKey) -> int:
         """Plan ``wl`` and keep the decisions (plan cache and records), writing nothing: what a replica does
@@ -271,10 +310,45 @@ class Reconciler:
             return None
         return live, terminal
 
-    async def plan(self, wl: WorkloadKey, pods: list[Obj]) -> WorkloadPlan | Result:
+    def _touched_pods(
+        self, wl: WorkloadKey, last: tuple[WorkloadPlan, frozenset[str]], touched: set[tuple[str, str]]
+    ) -> tuple[list[Obj], set[str], set[str]]:
+        """The pods to look at again after ``last``: those touched, those whose decision failed and those
+        whose patch failed. Returns the live ones (by name), the names no longer live pods of the workload,
+        and the workload's terminal pods now."""
+        plan, terminal_before = last
+        names = {n for _, n in touched} | plan.failed | self._patch_failures.get(wl, {}).keys()
+        pods_inf = self.cache.informer(POD)
+        assert pods_inf is not None
+        allowed = self.cache.namespace_allowed
+        live: list[Obj] = []
+        gone: set[str] = set()
+        terminal = set(terminal_before)
+        for name in sorted(names):
+            key = (wl.namespace, name)
+            mine = self.index.workload_of(key) == wl
+            pod = pods_inf.get(*key) if mine else None
+            if pod is not None and not is_terminal(pod) and allowed(key[0]):
+                live.append(pod)
+                terminal.discard(name)
+                continue
+            gone.add(name)
+            if pod is not None and is_terminal(pod):
+                terminal.add(name)
+            else:
+                terminal.discard(name)
+                if mine and pod is None:  # as _live_pods: left the cache, its delete not seen
+                    self.index.remove_pod(key)
+                    self.store.forget_pod(*key)
+        return live, gone, terminal
+
+    async def plan(
+        self, wl: WorkloadKey, pods: list[Obj], last: tuple[WorkloadPlan, set[str]] | None = None
+    ) -> WorkloadPlan | Result:
         """The workload's plan on the one planning path: the pods without a usable kept decision are
         decided, the rest keep theirs, all are merged. A pod whose decision puts it in another workload (its
-        owner chain changed) is handed to that one."""
+        owner chain changed) is handed to that one. ``last``: the last plan carried out and the names of
+        pods no longer live: ``pods`` are then only those looked at again (:func:`update`)."""
         previous = self.plans.get(wl)
         fresh, held = to_decide(pods, previous)
         decided, lookups = await self._decide(wl, fresh)
@@ -302,8 +376,11 @@ class Reconciler:
         else:  # the kept decisions' dependencies stand (a change of any of them dropped them)
             self.index.add_dependencies(wl, deps)
         keep = wl.kind != "Pod" and not lookups.listed_pods  # see workload_plan: what may be kept
-        plan = assemble(wl.namespace, [p for p in pods if o.name(p) not in moved] if moved else pods, held, mine,
-                        keep_decisions=keep)
+        staying = [p for p in pods if o.name(p) not in moved] if moved else pods
+        if last is not None:
+            plan = update(last[0], staying, last[1] | moved, held, mine, keep_decisions=keep)
+        else:
+            plan = assemble(wl.namespace, staying, held, mine, keep_decisions=keep)
         self.plans.put(wl, plan.kept)
         if not plan.pods:
             return Result(plugin=plan.plugin)
@@ -364,22 +441,28 @@ class Reconciler:
 
     # ------------------------------------------------------------------ writing what was planned
 
-    async def _apply(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: int) -> Result:
+    async def _apply(self, wl: WorkloadKey, plan: WorkloadPlan, terminal: set[str]) -> Result:
         result = Result(plugin=plan.plugin)
         workload_ref = plan.workload_ref
         if workload_ref is not None:
             workload_obj = _involved(workload_ref, wl.namespace)
         else:
-            workload_obj = _pod_involved(plan.pods[min(plan.pods)])
+            first = min(plan.pods)
+            workload_obj = _pod_involved(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
         lookups = self.cache.lookups()
         groups, placement = list(plan.groups), dict(plan.placement)
         held = (
-            await self.holds.apply(wl.namespace, workload_ref, groups, placement, plan.pods, plan.decided)
+            await self.holds.apply(wl.namespace, workload_ref, groups, placement, _PodsNow(self, wl, plan), plan.decided)
             if workload_ref is not None and self.upstream is None
             else None
         )
-        if held is not None and held.names:  # its placement is the hold's: decide all next time
+        holding = held is not None and bool(held.names)
+        if holding:  # its placement is the hold's: decide all next time
             self.plans.invalidate(wl)
+        # a plan updated from the last one carried out: only its PodGroups merged again are written and only
+        # its pods looked at again patched (the others are as that pass left them)
+        merged = plan.merged if not holding else None
+        looked_at = plan.looked_at if not holding else None
 
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = awaiting_cache = transient_errors = 0
@@ -404,9 +487,10 @@ class Reconciler:
 
         # 2. PodGroups, concurrently (bounded): a workload of many PodGroups (a LeaderWorkerSet's groups)
         # had them written one after the other, and its pods' patches waited for the last
-        ok_groups: set[str] = set()
-        written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in groups))
-        for g, (op, error, retryable) in zip(groups, written, strict=True):
+        to_write = groups if merged is None else [g for g in groups if g.metadata.name in merged]
+        ok_groups = set() if merged is None else {g.metadata.name for g in groups} - merged
+        written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in to_write))
+        for g, (op, error, retryable) in zip(to_write, written, strict=True):
             md = g.metadata
             cause = f"PodGroup/{md.name}"
             if error is not None:
@@ -437,10 +521,16 @@ class Reconciler:
         if self.upstream is None:
             kept = plan.kept
             landed = self._landing(wl, workload_obj)  # one callback for the pass's patches
-            for name, (pg, sub) in placement.items():
+            places = placement.items() if looked_at is None else [
+                (n, placement[n]) for n in sorted(looked_at) if n in placement
+            ]
+            for name, (pg, sub) in places:
                 if pg not in ok_groups:
                     continue
-                pod = plan.pods[name]
+                found = [plan.pods[name]] if plan.pods[name] else self._pods_named(wl, plan, [name])  # UNSEEN: held
+                if not found:
+                    continue  # gone meanwhile: its delete queued the workload
+                pod = found[0]
                 k = kept.get(name)
                 if k is not None and k.marked and name not in failures and k.version == _rv(pod) \
                         and (k.view is not None and k.view.name, k.sub_group) == (pg, sub):
@@ -486,12 +576,14 @@ class Reconciler:
         self.store.record_workload(
             str(wl),
             pods=plan.live,
-            terminalPods=terminal,
+            terminalPods=len(terminal),
             podGroups=sorted(ok_groups),
             plugin=plan.plugin,
             result=result.status,
             error="; ".join(result.errors[:3]) if result.errors else None,
         )
+        if self.incremental and not (result.errors or awaiting_gc or awaiting_cache or holding or self.upstream):
+            self.plans.settle(wl, plan, frozenset(terminal))
         return result
 
     def _landing(self, wl: WorkloadKey, workload_obj: InvolvedObject) -> Callable[[Obj, PatchResult | Exception], Any]:
@@ -499,8 +591,10 @@ class Reconciler:
             try:
                 await self._landed(wl, workload_obj, pod, outcome)
             finally:
-                owing = self._owed_pods.pop((o.namespace(pod), o.name(pod)), None)
+                key = (o.namespace(pod), o.name(pod))
+                owing = self._owed_pods.pop(key, None)
                 if owing is not None:
+                    self.index.touch(owing, key)  # its next pass looks at it again
                     self.enqueue(owing)
                 left = self._in_flight.get(wl, 1) - 1
                 if left > 0:
@@ -632,7 +726,8 @@ class Reconciler:
         return list(pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}")) if pods is not None else []
 
     def _pods_named(self, wl: WorkloadKey, plan: WorkloadPlan, names: list[str]) -> list[Obj]:
-        """The named pods: looked at in this pass, else as the cache has them."""
+        """The named pods: looked at in this pass, else (not planned, or not looked at since the last plan
+        carried out: ``plans.UNSEEN``) as the cache has them."""
         pods_inf = self.cache.informer(POD)
         out: list[Obj] = []
         for name in names:

@@ -63,6 +63,9 @@ class WorkloadIndex:
         self._wl_pgs: dict[WorkloadKey, tuple[NsName, ...]] = {}
         # one key object per workload with pods (callers build a new equal one per event)
         self._keys: dict[WorkloadKey, WorkloadKey] = {}
+        # workload -> pods routed to it, away from it or gone since its last pass took them (the pass looks
+        # again at these only: :meth:`take_touched`)
+        self._touched: dict[WorkloadKey, set[NsName]] = {}
 
     # ------------------------------------------------------------------ pods
 
@@ -74,9 +77,11 @@ class WorkloadIndex:
         """Map ``pod`` to ``wl``; returns the previous workload when it changed."""
         ns_pods = self._pod_wl.setdefault(pod[0], {})
         prev = ns_pods.get(pod[1])
+        self.touch(wl, pod)
         if prev == wl:
             return None
         if prev is not None:
+            self.touch(prev, pod)
             self._discard_pod(prev, pod)
         wl = self._keys.setdefault(wl, wl)
         ns_pods[pod[1]] = wl
@@ -89,8 +94,17 @@ class WorkloadIndex:
         if ns_pods is not None and not ns_pods:
             del self._pod_wl[pod[0]]
         if wl is not None:
+            self.touch(wl, pod)
             self._discard_pod(wl, pod)
         return wl
+
+    def touch(self, wl: WorkloadKey, pod: NsName) -> None:
+        """The pod changed for ``wl`` (routed to it again, moved, gone, its decision owed a look)."""
+        self._touched.setdefault(wl, set()).add(pod)
+
+    def take_touched(self, wl: WorkloadKey) -> set[NsName]:
+        """The pods touched for ``wl`` since the last call (for its pass)."""
+        return self._touched.pop(wl, set())
 
     def _discard_pod(self, wl: WorkloadKey, pod: NsName) -> None:
         discard_member(self._wl_pods, wl, self._member(pod, wl))
@@ -174,6 +188,7 @@ class WorkloadIndex:
                     del self._pod_wl[pod[0]]
         self._wl_pods.pop(wl, None)
         self._keys.pop(wl, None)
+        self._touched.pop(wl, None)
 
     def sizes(self) -> dict[str, int]:
         return {

@@ -144,7 +144,7 @@ class PlannedGroup:
             if sg.pods:
                 out[sg.name] = list(sg.pods)
                 placed.update(sg.pods)
-        loose = [p for p in self.pods if p not in placed]
+        loose = [p for p in self.pods if p not in placed] if placed else list(self.pods)
         if loose:
             out[None] = loose
         return out
@@ -163,6 +163,11 @@ class WorkloadPlan:
     failed: set[str]  # pods whose decision failed
     plugin: str = "none"
     workload_ref: OwnerRef | None = None
+    sources: tuple[str, str] = ("", "")  # the pods the plugin and the workload were taken from ("": none)
+    # a plan updated from the last one (:func:`update`): the pods looked at again and the PodGroups merged
+    # again — the rest stand as the last plan had them. None: all of them (a plan of every pod)
+    looked_at: frozenset[str] | None = None
+    merged: frozenset[str] | None = None
 
     @property
     def live(self) -> int:
@@ -220,20 +225,8 @@ def assemble(
                 kept[name] = k
     # in name order: the order of ``pods``, kept and fresh entries interleaved as they come
     entries = [(n, kept[n]) for n in by_name if n in kept]
-    plugin, workload_ref = "none", None
-    for n in by_name:  # the first pod (by name) that names them, kept or fresh
-        k = kept.get(n)
-        p_ = k.plugin if k is not None else fresh_by_name[n].plugin if n in fresh_by_name else None
-        if p_:
-            plugin = p_
-            break
-    for n in by_name:
-        k = kept.get(n)
-        ref = k.top_owner if k is not None else fresh_by_name[n].top_owner if n in fresh_by_name else None
-        if ref is not None:
-            workload_ref = ref
-            break
     groups, placement = merge(namespace, entries)
+    plugin, workload_ref, sources = _firsts(by_name, kept, fresh_by_name)
     return WorkloadPlan(
         namespace,
         {n: p for n, p in by_name.items() if n in kept or n in failed},
@@ -244,7 +237,153 @@ def assemble(
         failed,
         plugin,
         workload_ref,
+        sources,
     )
+
+
+def _firsts(names: Iterable[str], kept: Mapping[str, Kept], fresh: Mapping[str, Decision]) -> tuple[str, OwnerRef | None, tuple[str, str]]:
+    """The plugin and the workload of the plan: those of the first pod (in the order of ``names``: by name)
+    that names them, kept or fresh; and the names of those pods."""
+    plugin, workload_ref, sources = "none", None, ["", ""]
+    for n in names:
+        k = kept.get(n)
+        d = fresh.get(n)
+        if not sources[0]:
+            p_ = k.plugin if k is not None else d.plugin if d is not None else None
+            if p_:
+                plugin, sources[0] = p_, n
+        if not sources[1]:
+            ref = k.top_owner if k is not None else d.top_owner if d is not None else None
+            if ref is not None:
+                workload_ref, sources[1] = ref, n
+        if sources[0] and sources[1]:
+            break
+    return plugin, workload_ref, (sources[0], sources[1])
+
+
+def update(
+    last: WorkloadPlan,
+    pods: Iterable[Obj],
+    gone: Iterable[str],
+    held: Mapping[str, Kept],
+    decided: list[tuple[Obj, Decision]],
+    *,
+    keep_decisions: bool = True,
+) -> WorkloadPlan:
+    """``last`` with only some pods looked at again: ``pods`` (live, each with a kept decision in ``held``
+    or a fresh one in ``decided``) and ``gone`` (names no longer live pods of the workload); every other
+    pod stands as in ``last``. The result equals :func:`assemble` over all the live pods (the planning
+    property test holds that in place): the PodGroups a looked-at pod leaves or joins (or whose view,
+    sub-group or merge order it changes) are merged again with :func:`merge` — the same rule over the
+    same entries — and the others are the last plan's. Its cost is the pods looked at plus the members of
+    those PodGroups, not the workload."""
+    namespace = last.namespace
+    looked = {o.name(p): p for p in pods}
+    looked_at = frozenset(looked).union(gone)
+    kept = dict(last.kept)
+    live = dict(last.pods)
+    placement = dict(last.placement)
+    failed = set(last.failed) - looked_at
+    before: dict[str, Kept | None] = {}
+    for name in looked_at:
+        before[name] = kept.pop(name, None)
+        live.pop(name, None)
+        placement.pop(name, None)
+    views = {g.metadata.name: k.view for g in last.groups if (k := last.kept.get(g.newest)) is not None and k.view is not None}
+    fresh_by_name: dict[str, Decision] = {}
+    kept.update(held)
+    for pod, d in decided:
+        name = o.name(pod)
+        fresh_by_name[name] = d
+        k = keep(pod, d, views)
+        if k is None:
+            failed.add(name)
+        else:
+            kept[name] = k
+    merged: set[str] = set()  # PodGroups a looked-at pod joins, leaves, or changes its entry in
+    left: set[str] = set()  # those a looked-at pod leaves or changes its entry in
+    joining: dict[str, list[str]] = {}  # PodGroup -> its looked-at pods
+    joined: dict[str, list[str]] = {}  # PodGroup -> its looked-at pods that were not in it
+    for name in looked_at:
+        new = kept.get(name)
+        if name in looked:
+            live[name] = looked[name]
+        old = before[name]
+        if new is not None and new.view is not None:
+            placement[name] = (new.view.name, new.sub_group)
+            joining.setdefault(new.view.name, []).append(name)
+            if old is None or old.view is None or old.view.name != new.view.name:
+                joined.setdefault(new.view.name, []).append(name)
+        if _merge_key(old) != _merge_key(new):
+            if old is not None and old.view is not None:
+                merged.add(old.view.name)
+                left.add(old.view.name)
+            if new is not None and new.view is not None:
+                merged.add(new.view.name)
+    by_group = {g.metadata.name: g for g in last.groups}
+    for pg in merged:
+        last_group = by_group.pop(pg, None)
+        if last_group is not None and pg not in left:
+            group = _joined(last_group, sorted(joined.get(pg, ())), kept)
+            if group is not None:
+                by_group[pg] = group
+                continue
+        members = [n for n in last_group.pods if n not in looked_at] if last_group is not None else []
+        members.extend(joining.get(pg, ()))
+        members.sort()  # two sorted runs: linear
+        for g in merge(namespace, [(n, kept[n]) for n in members])[0]:
+            by_group[g.metadata.name] = g
+    plugin, workload_ref, sources = last.plugin, last.workload_ref, last.sources
+    if any(not s or s in looked_at for s in sources) or any(n < max(sources) for n in looked_at):
+        plugin, workload_ref, sources = _firsts(sorted(live), kept, fresh_by_name)
+    return WorkloadPlan(
+        namespace,
+        live,
+        kept if keep_decisions else {},
+        decided,
+        [by_group[n] for n in sorted(by_group)],
+        placement,
+        failed,
+        plugin,
+        workload_ref,
+        sources,
+        looked_at,
+        frozenset(merged),
+    )
+
+
+def _joined(group: PlannedGroup, joiners: list[str], kept: Mapping[str, Kept]) -> PlannedGroup | None:
+    """What :func:`merge` makes of ``group``'s members and ``joiners`` (in name order; none of its members
+    left or changed), without walking its members — when it can be known so: the joiners see the PodGroup
+    as its newest pod does (that very view) and its members agreed (no notes). Then the newest pod's view,
+    whether it stays or a joiner is newer, is the same, and so is everything but the pod lists. None: the
+    merge must run."""
+    top = kept.get(group.newest)
+    if group.notes or top is None or top.view is None:
+        return None
+    view = top.view
+    entries = [(n, kept[n]) for n in joiners]
+    if any(k.view is not view for _, k in entries):
+        return None
+    newest_name, _ = max([(group.newest, top), *entries], key=_merge_order)
+    md = view.copy_without_pods()
+    if md.sub_groups:
+        before = {sg.name: sg.pods for sg in group.metadata.sub_groups}
+        by_sg = {sg.name: sg.pods for sg in md.sub_groups}
+        for name, pods in by_sg.items():
+            pods.extend(before.get(name, ()))
+        for n, k in entries:
+            into = by_sg.get(k.sub_group) if k.sub_group else None
+            if into is not None:
+                into.append(n)
+        for pods in by_sg.values():
+            pods.sort()
+    return PlannedGroup(md, sorted([*group.pods, *joiners]), [], newest_name)
+
+
+def _merge_key(k: Kept | None) -> tuple[Any, ...] | None:
+    """What of a kept decision the merge of its PodGroup reads."""
+    return None if k is None or k.view is None else (k.view, k.sub_group, k.created)
 
 
 def merge(namespace: str, entries: Iterable[tuple[str, Kept]]) -> tuple[list[PlannedGroup], dict[str, tuple[str, str | None]]]:
@@ -328,4 +467,5 @@ __all__ = [
     "plan_workload",
     "reusable",
     "to_decide",
+    "update",
 ]

@@ -9,7 +9,16 @@ from typing import Any
 from grouper.controller.plans import PlanCache
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.decision import Decision
-from grouper.core.workload_plan import Kept, assemble, decision_signature, merge, plan_workload, reusable
+from grouper.core.workload_plan import (
+    Kept,
+    assemble,
+    decision_signature,
+    merge,
+    plan_workload,
+    reusable,
+    to_decide,
+    update,
+)
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata, SubGroup
 
 OWNER = OwnerRef("batch/v1", "Job", "j", "u")
@@ -125,6 +134,46 @@ def test_a_plan_with_kept_decisions_equals_a_fresh_plan_and_decides_only_what_ch
     assert second.placement == fresh.placement and second.plugin == fresh.plugin == "batch"
 
 
+def _same(a: Any, b: Any) -> None:
+    assert [(g.metadata, g.pods, g.notes, g.newest) for g in a.groups] == \
+        [(g.metadata, g.pods, g.notes, g.newest) for g in b.groups]
+    assert (a.placement, a.failed, a.plugin, a.workload_ref, sorted(a.pods), a.kept) == \
+        (b.placement, b.failed, b.plugin, b.workload_ref, sorted(b.pods), b.kept)
+
+
+def test_a_plan_updated_with_the_pods_that_changed_equals_the_plan_of_every_pod() -> None:
+    """``update``: pods join (one newer than all: its view wins, the same view), leave, change their view
+    (the PodGroup then merged again: a note) or move to another PodGroup — each step equal to assembling
+    every pod afresh."""
+    views = {f"p{i}": metadata(3) for i in range(9)}
+    views["p7"] = metadata(2, "pg-other")
+    pods = {f"p{i}": pod(f"p{i}") for i in range(4)}
+    last = plan_workload(pods.values(), decide_as(views)[0])
+    steps: list[tuple[dict[str, dict[str, Any]], set[str]]] = [
+        ({"p4": pod("p4", created="2026-12-01T11:00:00Z"), "p5": pod("p5")}, set()),  # join; p4 newest
+        ({}, {"p1"}),  # leaves
+        ({"p2": pod("p2", rv="2", app="x")}, set()),  # decided again: a view that disagrees (note)
+        ({"p7": pod("p7"), "p3": pod("p3", rv="2", app="y")}, {"p4"}),  # another PodGroup; the newest leaves
+        ({"p8": pod("p8")}, set()),  # joins a PodGroup with a note: merged again
+    ]
+    for i, (changed, gone) in enumerate(steps):
+        if "p2" in changed:
+            views["p2"] = metadata(4)
+        if "p3" in changed:
+            views["p3"] = metadata(2, "pg-other")
+        pods.update(changed)
+        for name in gone:
+            pods.pop(name)
+        decide, calls = decide_as(views)
+        fresh, held = to_decide(changed.values(), last.kept)
+        got = update(last, changed.values(), gone, held, [(p, decide(p)) for p in fresh])
+        assert sorted(calls) == sorted(p["metadata"]["name"] for p in fresh), "only the pods looked at"
+        want = plan_workload(pods.values(), decide_as(views)[0])
+        _same(got, want)
+        assert got.looked_at == set(changed) | gone, i
+        last = got
+
+
 def test_a_failed_decision_is_never_kept_and_a_plan_that_read_other_pods_keeps_nothing() -> None:
     p, q = pod("p"), pod("q")
     failed = Decision("ns", "q", "uid-q", "error", "OwnerNotFound", "owner gone")
@@ -192,3 +241,27 @@ def test_a_podgroup_made_by_the_kept_decisions_is_told_apart_from_any_other() ->
     assert not plans.made(_wl("a"), "pg-a-uid-a-flat", {"uid-a"}), "not one it decided"
     assert not plans.made(_wl("a"), "pg-a-uid-a", {"uid-other"}), "owned by another object"
     assert not plans.made(_wl("b"), "pg-a-uid-a", {"uid-a"}), "nothing kept"
+
+
+def test_the_last_plan_carried_out_is_taken_once_and_goes_with_the_decisions() -> None:
+    cache, wl = PlanCache(settle_min_pods=1), _wl("a")
+    decide, _ = decide_as({"p": metadata(1)})
+    plan = plan_workload([pod("p")], decide)
+    cache.settle(wl, plan, frozenset())  # no entry: nothing to start from
+    assert cache.take_last(wl) is None
+    cache.put(wl, plan.kept)
+    cache.settle(wl, plan, frozenset({"done"}))
+    last = cache.take_last(wl)
+    assert last is not None and last[1] == {"done"} and last[0].groups == plan.groups and last[0].decided == []
+    assert cache.take_last(wl) is None, "taken: a pass cut short leaves the next to plan every pod"
+    cache.settle(wl, plan, frozenset())
+    cache.unsettle(wl)  # a PodGroup changed by someone else, a resync's check
+    assert cache.take_last(wl) is None and cache.get(wl) is plan.kept
+    cache.settle(wl, plan, frozenset())
+    cache.put(wl, dict(plan.kept))  # a new plan's decisions: the settled plan was not theirs
+    cache.settle(wl, plan, frozenset())
+    assert cache.take_last(wl) is None
+    small = PlanCache(settle_min_pods=2)  # a workload too small to be worth keeping its plan
+    small.put(wl, plan.kept)
+    small.settle(wl, plan, frozenset())
+    assert small.take_last(wl) is None
