@@ -53,10 +53,8 @@ sys.path.insert(0, str(REPO))
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
 from grouper.controller.plans import IDLE_SECONDS, PlanCache  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
-    POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
     decision_dependencies,
-    pod_group_names,
     podgroup_owner_uids,
 )
 from grouper.controller.supervisor import Supervisor  # noqa: E402
@@ -65,8 +63,10 @@ from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.workload_plan import assemble, merge_decisions  # noqa: E402
 from grouper.kube.cache import (  # noqa: E402
     POD,
+    POD_PODGROUP_INDEX,
     PODGROUP,
     _KindState,
+    pod_group_names,
 )
 from grouper.kube.discovery import Resource  # noqa: E402
 from grouper.kube.informer import Informer  # noqa: E402

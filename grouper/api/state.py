@@ -63,7 +63,7 @@ class ObjectSource(Protocol):
 
 
 class GangSource(Protocol):
-    """The controller's gang states (``grouper.controller.gangs.GangTracker``): cached, no I/O."""
+    """The controller's gang states (``grouper.visibility.gangs.GangTracker``): cached, no I/O."""
 
     clock: Callable[[], datetime]
 

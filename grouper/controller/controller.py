@@ -21,18 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from grouper.controller.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import (
     POD_OWNED_INDEX,
-    POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
     Reconciler,
     Writers,
-    pod_group_names,
     pod_owned_namespaces,
     podgroup_owner_uids,
 )
@@ -50,11 +47,13 @@ from grouper.kube.cache import (
     KARTA,
     NAMESPACE,
     POD,
+    POD_PODGROUP_INDEX,
     PODGROUP,
     PRIORITY_CLASS,
     ClusterCache,
     KindPolicy,
     PodShape,
+    pod_group_names,
 )
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import Informer
@@ -65,6 +64,7 @@ from grouper.model.objects import GVK, Obj
 from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
+from grouper.visibility.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.writer.events import EventRecorder
 from grouper.writer.expectations import WriteExpectations
 from grouper.writer.podgroups import PodGroupWriter

@@ -35,7 +35,15 @@ from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
-from grouper.kube.cache import ABSENT_PREFIX, POD, PODGROUP, CacheLookups, ClusterCache, retry_key
+from grouper.kube.cache import (
+    ABSENT_PREFIX,
+    POD,
+    POD_PODGROUP_INDEX,
+    PODGROUP,
+    CacheLookups,
+    ClusterCache,
+    retry_key,
+)
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -63,7 +71,6 @@ AWAIT_CACHE_SECONDS = 1.0
 NOT_LEADER_RETRY_SECONDS = 1.0  # a pass that found the lease lost: queued again for whoever leads then
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
-POD_PODGROUP_INDEX = "pod-group"
 PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
 YIELD_EVERY = 64  # native decisions between two yields to the event loop
 
@@ -119,12 +126,6 @@ def podgroup_owner_uids(pg: Obj) -> list[str]:
 def pod_owned_namespaces(pg: Obj) -> list[str]:
     """Index values of a PodGroup: its namespace when a pod owns it."""
     return [o.namespace(pg)] if any(r.get("kind") == "Pod" for r in o.owner_references(pg)) else []
-
-
-def pod_group_names(pod: Obj) -> list[str]:
-    """Index values of a pod: ``<namespace>/<PodGroup it names>``."""
-    name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
-    return [f"{o.namespace(pod)}/{name}"] if name else []
 
 
 def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:

@@ -36,7 +36,6 @@ from grouper.controller.handlers import strip_volatile
 from grouper.controller.reconciler import (
     AWAIT_CACHE_SECONDS,
     OWNER_GONE_REASONS,
-    POD_PODGROUP_INDEX,
     PODGROUP_OWNER_INDEX,
     YOUNG_POD_SECONDS,
     Reconciler,
@@ -57,7 +56,7 @@ from grouper.core.workload_group_upstream import (
     render_upstream,
 )
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan
-from grouper.kube.cache import POD, PODGROUP, PRIORITY_CLASS, ClusterCache
+from grouper.kube.cache import POD, POD_PODGROUP_INDEX, PODGROUP, PRIORITY_CLASS, ClusterCache
 from grouper.kube.informer import MODIFIED, Informer
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o

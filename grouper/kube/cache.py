@@ -45,6 +45,7 @@ from grouper.model import objects as o
 from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import GroupingError, LookupForbidden
 from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION
 from grouper.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -772,3 +773,12 @@ class CacheLookups:
         if not ref or inf is None:
             return None
         return inf.get(ref[0], ref[1])
+
+
+POD_PODGROUP_INDEX = "pod-group"  # pods by "<namespace>/<the PodGroup they name>" (reconciler, gang tracking)
+
+
+def pod_group_names(pod: Obj) -> list[str]:
+    """Index values of a pod: ``<namespace>/<PodGroup it names>``."""
+    name = o.annotations(pod).get(POD_GROUP_ANNOTATION)
+    return [f"{o.namespace(pod)}/{name}"] if name else []

@@ -176,7 +176,7 @@ class Metrics:
             ["kind", "field"],
             registry=r,
         )
-        # gang state (grouper.controller.gangs): transitions and admissions as they happen; the per-state
+        # gang state (grouper.visibility.gangs): transitions and admissions as they happen; the per-state
         # gauges are read from the tracker at scrape time (add_gang_source)
         self.gang_transitions = Counter(
             f"{PREFIX}_gang_transitions_total",
@@ -241,7 +241,7 @@ class WorkloadSample:
 
 
 class GangSource(Protocol):
-    """What the gang collector reads (``grouper.controller.gangs.GangTracker``); called in the scrape."""
+    """What the gang collector reads (``grouper.visibility.gangs.GangTracker``); called in the scrape."""
 
     def gang_samples(self) -> Iterable[GangSample]: ...
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from grouper.controller.reconciler import POD_PODGROUP_INDEX
 from grouper.core.gang_state import (
     GangSpecError,
     GangState,
@@ -44,7 +43,7 @@ from grouper.core.gang_state import (
     worst,
 )
 from grouper.core.upstream import scheduling_group
-from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, ClusterCache
+from grouper.kube.cache import GPUS_FIELD, POD, POD_PODGROUP_INDEX, PODGROUP, ClusterCache
 from grouper.kube.compact import Members, add_member, discard_member, members
 from grouper.kube.informer import DELETED
 from grouper.model import objects as o

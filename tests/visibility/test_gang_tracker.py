@@ -1,4 +1,4 @@
-"""The gang tracker (grouper/controller/gangs.py) over cached objects, with a fake clock: transitions, one
+"""The gang tracker (grouper/visibility/gangs.py) over cached objects, with a fake clock: transitions, one
 Event per transition, a restart rebuilt without Events, bounded batches, metrics; and what the cache keeps
 of pods and PodGroups for it (grouper/kube/cache.py). Objects go through the cache's real transforms; the
 cache itself is a stand-in holding them (the live tests run the real informers)."""
@@ -20,14 +20,22 @@ from kai_status import (
     set_last_start,
 )
 
-from grouper.controller.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
-from grouper.controller.reconciler import POD_PODGROUP_INDEX, pod_group_names
 from grouper.core.gang_state import State
-from grouper.kube.cache import GPUS_FIELD, POD, PODGROUP, PodShape, pod_gpus, slim_podgroup
+from grouper.kube.cache import (
+    GPUS_FIELD,
+    POD,
+    POD_PODGROUP_INDEX,
+    PODGROUP,
+    PodShape,
+    pod_gpus,
+    pod_group_names,
+    slim_podgroup,
+)
 from grouper.kube.informer import ADDED, DELETED, MODIFIED
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION
 from grouper.observability.metrics import Metrics
+from grouper.visibility.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.writer.events import EventRecorder
 
 T0 = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
