@@ -14,6 +14,10 @@ stands, however often the workload is reconciled; a new message for that cause i
 :meth:`EventRecorder.clear` (the write succeeded) lets the next failure be reported again.
 
 Event writes never raise: a failure to report a failure must not fail the reconcile.
+
+:meth:`EventRecorder.recent` answers "what did the grouper say about this object lately" from the series it
+keeps anyway (bounded like them), so the web view shows a workload's recent Events without the grouper
+holding a right to list Events: only those this replica sent (a standby sends none).
 """
 
 from __future__ import annotations
@@ -71,6 +75,20 @@ class _Series:
     last_seen: float
     tokens: float
     stamp: float
+    event_type: str = "Warning"
+    last: str = ""  # RFC 3339 time the message was last seen
+
+
+@dataclass(frozen=True)
+class RecentEvent:
+    """An Event this recorder sent (or counted) about an object: what the web view shows."""
+
+    reason: str
+    type: str
+    message: str
+    first: str
+    last: str
+    count: int
 
 
 def _now_rfc3339() -> str:
@@ -117,6 +135,7 @@ class EventRecorder:
             if s.message == message and now - s.last_seen < self.aggregate_window:
                 s.count += 1
                 s.last_seen = now
+                s.last = _now_rfc3339()
                 if now - s.last_sent >= self.patch_interval:
                     await self._patch_count(s)
                 else:
@@ -134,6 +153,14 @@ class EventRecorder:
         self._series.move_to_end(key)
         while len(self._series) > self.max_tracked:
             self._series.popitem(last=False)
+
+    def recent(self, obj_key: str, limit: int = 10) -> list[RecentEvent]:
+        """The newest ``limit`` Events this recorder sent about the object (``InvolvedObject.key``: its uid),
+        newest first, one per (object, reason) with its count."""
+        out = [RecentEvent(reason, s.event_type, s.message, s.first, s.last or s.first, s.count)
+               for (key, reason), s in self._series.items() if key == obj_key and s.sent_count]
+        out.sort(key=lambda e: e.last, reverse=True)
+        return out[:limit]
 
     async def report(self, obj: InvolvedObject, cause: str, message: str) -> bool:
         """Report a standing failure of ``obj`` (``cause``: what failed, e.g. ``PodGroup/<name>``) once:
@@ -177,11 +204,12 @@ class EventRecorder:
             "lastTimestamp": ts,
             "count": 1,
         }
-        s.message, s.event_name, s.namespace, s.first = message, name, namespace, ts
-        s.count = s.sent_count = 1
+        s.message, s.event_name, s.namespace, s.first, s.last, s.event_type = message, name, namespace, ts, ts, event_type
+        s.count, s.sent_count = 1, 0
         s.last_sent = s.last_seen = now
         try:
             await self.client.create(EVENT_RESOURCE.path(namespace), body)
+            s.sent_count = 1
             self.sent += 1
         except ApiError as e:
             log.warning("cannot record event on %s/%s: %s", obj.kind, obj.name, e)
