@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from grouper.core.gang_state import (
@@ -145,6 +145,7 @@ class GangTracker:
         clock: Clock = utc_now,
         batch: int = 256,
         delay: float = 1.0,
+        per_member: float = 0.005,
     ) -> None:
         self.cache, self.metrics, self.recorder, self.clock = cache, metrics, recorder, clock
         # which PodGroups, and how a pod names its own: KAI's (the pod-group-name annotation) unless
@@ -154,6 +155,13 @@ class GangTracker:
         self.group_of: Callable[[Obj], str | None] = kai_group_of
         self.batch = batch
         self.delay = delay  # seconds a wake-up waits, so the events of a burst cost one recompute
+        # A recompute costs ~1.3 µs per member: a gang of more than 1 s / per_member members (200) is
+        # recomputed at most once per (members x per_member) seconds (1,000 members: 5 s), so a big gang
+        # growing for a minute costs a dozen recomputes, not sixty (docs/performance.md: the tracking's cost)
+        self.per_member = per_member
+        self._due: dict[Key, datetime] = {}  # big gangs recomputed lately: not again before this time
+        self._deferred: dict[Key, None] = {}  # marked while not due yet
+        self._deferred_timer: asyncio.TimerHandle | None = None
         self.states: dict[Key, Tracked] = {}
         # (namespace, owner uid) -> PodGroup names (compact: most workloads have one)
         self.by_owner: dict[tuple[str, str], Members[str]] = {}
@@ -202,7 +210,10 @@ class GangTracker:
         self.mark(key)
 
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
-        self.mark((o.namespace(pg), o.name(pg)))
+        key = (o.namespace(pg), o.name(pg))
+        if etype == DELETED:
+            self._due.pop(key, None)  # its state goes at once, however big the gang was
+        self.mark(key)
 
     def mark(self, key: Key) -> None:
         self._dirty[key] = None
@@ -229,17 +240,50 @@ class GangTracker:
                     log.exception("gang state computation failed")
                 await asyncio.sleep(0)
             self.expire_memos(self.memo_idle)
+            self._schedule_deferred()
+
+    def _schedule_deferred(self) -> None:
+        wait = self.release_due()
+        if wait is not None and self._deferred_timer is None:
+            def fire() -> None:
+                self._deferred_timer = None
+                self._schedule_deferred()
+
+            self._deferred_timer = asyncio.get_running_loop().call_later(wait, fire)
 
     def flush(self, limit: int | None = None) -> int:
-        """Recompute up to ``limit`` (default ``batch``) dirty PodGroups; how many were recomputed."""
+        """Recompute up to ``limit`` (default ``batch``) dirty PodGroups; how many were recomputed. A big gang
+        recomputed lately waits until it is due (:meth:`release_due` brings it back)."""
         n = 0
         limit = self.batch if limit is None else limit
+        now = self.clock() if self._due else None
         while self._dirty and n < limit:
             key = next(iter(self._dirty))
             del self._dirty[key]
+            due = self._due.get(key)
+            if due is not None and now is not None and due > now:
+                self._deferred[key] = None
+                continue
             self._compute(key)
             n += 1
         return n
+
+    def release_due(self) -> float | None:
+        """Mark again the deferred gangs that are due; seconds until the next one is (None: none left)."""
+        if not self._deferred:
+            return None
+        now = self.clock()
+        waiting: list[float] = []
+        for key in list(self._deferred):
+            due = self._due.get(key)
+            if due is None or due <= now:
+                del self._deferred[key]
+                self._dirty[key] = None
+            else:
+                waiting.append((due - now).total_seconds())
+        if self._dirty:
+            self._wake.set()
+        return min(waiting) if waiting else None
 
     async def send_events(self) -> None:
         events, self._events = self._events, []
@@ -256,6 +300,7 @@ class GangTracker:
         if pg is None:
             self._memo.pop(key, None)
             self._memo_used.pop(key, None)
+            self._due.pop(key, None)
             if prev is not None:
                 self._drop(key, prev)
             return
@@ -267,7 +312,13 @@ class GangTracker:
         except GangSpecError as e:
             error = str(e)
         owner = _owner(pg)
-        state = gang_state(gang, members, prev.state if prev is not None else None, now=self.clock(), error=error)
+        now = self.clock()
+        state = gang_state(gang, members, prev.state if prev is not None else None, now=now, error=error)
+        interval = len(members) * self.per_member
+        if interval > 1.0:
+            self._due[key] = now + timedelta(seconds=interval)
+        else:
+            self._due.pop(key, None)
         if prev is None:
             self._index(key, owner)
         elif prev.owner != owner:

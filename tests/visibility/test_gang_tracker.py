@@ -10,6 +10,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kai_status import (
     NOT_ENOUGH_RESOURCES,
     FitError,
@@ -451,3 +452,46 @@ def test_held_pods_share_their_status() -> None:
     p = pod_unschedulable(member_pod("w0"), MESSAGE, now=T0)
     p["status"]["podIPs"] = [{"ip": "10.0.0.1"}]
     assert widened.slim(p)["status"]["podIPs"] == [{"ip": "10.0.0.1"}]  # unhashable: kept, not shared
+
+
+def test_a_big_gang_is_recomputed_at_most_once_per_its_size_times_per_member() -> None:
+    """A 300-member gang (per_member 5 ms: 1.5 s) growing pod by pod is recomputed once per 1.5 s, not on
+    every mark; marks in between wait (deferred) and come back when due; its deletion is not deferred."""
+    w = World()
+    w.tracker.per_member = 0.005
+    pg = kai_pg(min_member=300)
+    w.pg(pg, ADDED)
+    for i in range(300):
+        w.pod(member_pod(f"p{i:03}"), ADDED)
+    w.settle()
+    before = w.tracker.computed
+    st = w.tracker.get("ml", "pg-train")
+    assert st is not None and st.counts.present == 300
+
+    w.pod(member_pod("p300"), ADDED)  # one more pod, 1 s later: not due yet
+    w.clock.now += timedelta(seconds=1)
+    w.settle()
+    assert w.tracker.computed == before, "deferred, not recomputed"
+    assert w.tracker.get("ml", "pg-train").counts.present == 300  # type: ignore[union-attr]
+    assert w.tracker.release_due() == pytest.approx(0.5)  # seconds until it is due
+
+    w.clock.now += timedelta(seconds=0.5)
+    assert w.tracker.release_due() is None  # due: marked again
+    w.settle()
+    assert w.tracker.computed == before + 1
+    assert w.tracker.get("ml", "pg-train").counts.present == 301  # type: ignore[union-attr]
+
+    w.pg(pg, DELETED)  # right after a recompute: its state goes at once all the same
+    w.settle()
+    assert w.tracker.get("ml", "pg-train") is None
+
+
+def test_small_gangs_are_never_deferred() -> None:
+    w, _ = waiting_world()
+    w.tracker.per_member = 0.005
+    for _ in range(3):
+        w.pod(member_pod("p0", node="n1"))
+        w.settle()
+        w.pod(member_pod("p0"))
+        w.settle()
+    assert w.tracker.release_due() is None and not w.tracker._deferred
