@@ -62,7 +62,8 @@ def group_view(group: Obj, gangs: Iterable[GangView] = ()) -> WorkloadGroupView:
                            name=str(m.get("name") or ""))
                for m in status.get("observedMembers") or () if isinstance(m, dict)]
     ref = status.get("renderedPodGroupRef")
-    rendered = str(ref.get("name")) if isinstance(ref, dict) and ref.get("name") else None
+    done = by_type.get("Rendered") is not None and by_type["Rendered"].status == "True"
+    rendered = str(ref.get("name")) if done and isinstance(ref, dict) and ref.get("name") else None
     expected = spec.get("expectedWorkloads")
     gang_list = list(gangs)
     if state == "Invalid":

@@ -195,3 +195,28 @@ def test_the_web_view_says_member_of_the_group_with_its_reasons(rendered: TestCl
     assert 'data-condition="InputsResolved" data-status="False"' in bad and "different queues" in bad
     listing = invalid.get("/ui/fragments/workloads", params={"namespace": NS}).text
     assert f"WorkloadGroup {GROUP}: " in listing and "different queues" in listing
+
+
+def test_explain_from_a_grouper_says_the_pod_is_held_for_the_group(capsys: pytest.CaptureFixture[str]) -> None:
+    """``grouper explain --server``: a member's pod belongs to the group's PodGroup (its leaf), held for the
+    group; with the group invalid, it waits on the gate and the group's reason is printed."""
+    from cli.test_get_explain import ServedApp
+
+    from grouper.cli.main import main
+
+    pod, pg = "llm-chat-7d9c8b6f5d-2xk9p", rendered_name(NS, GROUP)
+    with ServedApp(world()) as url:
+        assert main(["explain", pod, "-n", NS, "--server", url]) == 0
+    out = capsys.readouterr().out
+    first, second = out.splitlines()[:2]
+    assert first.startswith(f"Pod {NS}/{pod} belongs to PodGroup {pg}, sub-group llm-chat-"), out
+    assert second == (f"It is held for WorkloadGroup {GROUP}: its workload is a member of WorkloadGroup {GROUP} "
+                      f"(3 of 3 workloads): its gang is the group's PodGroup {pg}."), out
+    assert f"PodGroup {pg} needs 3 of its sub-groups (minSubGroup); 3 sub-groups present." in out
+    with ServedApp(world(invalid=True)) as url:
+        assert main(["explain", pod, "-n", NS, "--server", url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Pod {NS}/{pod} is held for WorkloadGroup {GROUP}: it names PodGroup {pg}, which is not "
+                          "written while the group is not complete and valid, so the scheduler does not schedule it "
+                          "(the gate)."), out
+    assert "  InputsResolved=False (InvalidInputs): " in out and "different queues" in out
