@@ -331,7 +331,11 @@ def render_why(report: WhyReport, now: datetime, *, limit: int = 5) -> str:
         lines.append(f"The group's members: {members}"
                      + (f" ({len(group.members)} of {group.expectedWorkloads} expected)."
                         if group.expectedWorkloads is not None else "."))
-    if report.plugin or report.planned:
+    if report.workload_group is not None:
+        lines.append(f"The grouper's plan ({report.plugin or 'no plugin'}, {_plural(report.pods, 'pod')}): its pods "
+                     f"are in WorkloadGroup {report.workload_group.get('name')}'s PodGroup "
+                     f"{report.workload_group.get('podGroup')}.")
+    elif report.plugin or report.planned:
         planned = ", ".join(report.planned) if report.planned else "no PodGroup"
         lines.append(f"The grouper's plan ({report.plugin or 'no plugin'}, {_plural(report.pods, 'pod')}): "
                      f"{planned}.")

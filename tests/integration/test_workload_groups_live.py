@@ -324,11 +324,15 @@ def test_a_members_row_why_and_explain_show_the_groups_gang(bare: tuple[LocalClu
         assert f"PodGroup {rendered} (scheduling.run.ai/v2alpha2, queue team-a)" in out
         assert f"{kai_status.NOT_ENOUGH_RESOURCES}: {message}" in out
         assert "(planned; not in the cluster yet)" not in out  # its own PodGroup is not its gang
+        assert (f"The grouper's plan (Deployment Grouper, 2 pods): its pods are in WorkloadGroup {name}'s PodGroup "
+                f"{rendered}.") in out
 
         code, out = cli("explain", pod, "-n", ns, "--kubeconfig", kc)
         assert code == 0, out
         assert out.startswith(f"Pod {ns}/{pod} belongs to PodGroup {rendered}, sub-group llm-chat-"), out
         assert f"It is held for WorkloadGroup {name}: its workload is a member of WorkloadGroup {name}" in out
+        assert "does not exist in the cluster yet" not in out  # its workload's own PodGroup is not its PodGroup
+        assert "as decided" in out  # the pod carries the group's PodGroup and its leaf
 
         # the group made invalid: the member is Error with the group's message; its pods wait on the gate
         kube.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/llm-chat",
@@ -352,6 +356,19 @@ def test_a_members_row_why_and_explain_show_the_groups_gang(bare: tuple[LocalClu
         code, out = cli("explain", pod, "-n", ns, "--kubeconfig", kc)
         assert out.startswith(f"Pod {ns}/{pod} is held for WorkloadGroup {name}: it names PodGroup {rendered}, which "
                               "is not written"), out
+
+        # the Deployment leaves: the group is incomplete (2 of 3); why on a member says what is missing
+        kube.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/llm-chat",
+                   {"metadata": {"annotations": {wg.WORKLOAD_GROUP_ANNOTATION: None}}})
+        wait_until(lambda: (kube.get(group_path(ns, name)).get("status") or {}).get("conditions", [{}])[0].get(
+            "reason") == "WaitingForInputs", 60, interval=0.25, what="status: waiting for inputs")
+        code, out = cli("why", "rayjob/ray-batch-infer", "-n", ns, "--kubeconfig", kc)
+        assert code == 5, out
+        assert out.startswith(f"RayJob {ns}/ray-batch-infer is Grouping: its WorkloadGroup {name} is not rendered, so "
+                              "its pods wait on the gate."), out
+        assert f"It is a member of WorkloadGroup {name} (2 of 3 workloads): the group is not rendered yet: " in out
+        assert "The group's members: RayCluster/ray-train, RayJob/ray-batch-infer (2 of 3 expected)." in out
+        assert "InputsResolved=False (WaitingForInputs)" in out
 
 
 def stored_pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:

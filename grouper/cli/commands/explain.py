@@ -283,8 +283,10 @@ def _note_group(kube: SyncKube, namespace: str, rec: dict[str, Any], actual: dic
     pod = kube.get_object(PODS.path(namespace, rec["pod"]["name"]))
     carried = (o.annotations(pod).get(POD_GROUP_ANNOTATION) or scheduling_group(pod)) if pod is not None else None
     if rec.get("podGroup"):
-        rec["notes"] = [*rec["notes"], f"its workload alone would be in PodGroup {rec['podGroup']}; it is not "
-                        f"written while the workload is a member of WorkloadGroup {view.name}"]
+        own = rec["podGroup"]
+        rec["notes"] = [*(n for n in rec["notes"] if not n.startswith(f"PodGroup {own} does not exist")),
+                        f"its workload alone would be in PodGroup {own}; it is not written while the workload is a "
+                        f"member of WorkloadGroup {view.name}"]
     rec["podGroup"] = carried if carried and carried.startswith(view.podGroup) else view.podGroup
     rec["subGroup"] = actual.get("subGroup") if view.rendered else None
     rec["workloadGroup"] = view.model_dump()
