@@ -327,6 +327,12 @@ def test_a_members_row_why_and_explain_show_the_groups_gang(bare: tuple[LocalClu
         assert (f"The grouper's plan (Deployment Grouper, 2 pods): its pods are in WorkloadGroup {name}'s PodGroup "
                 f"{rendered}.") in out
 
+        # grouper get workloads (from the cluster): the member's STATE is its group's gang's
+        code, out = cli("get", "workloads", "-n", ns, "--kubeconfig", kc, "-o", "wide")
+        assert code == 0, out
+        listed = {(line.split()[1], line.split()[2]): line.split() for line in out.splitlines()[1:]}
+        assert listed[("llm-chat", "Deployment")][4] == "Waiting" and "team-a" in listed[("llm-chat", "Deployment")]
+
         code, out = cli("explain", pod, "-n", ns, "--kubeconfig", kc)
         assert code == 0, out
         assert out.startswith(f"Pod {ns}/{pod} belongs to PodGroup {rendered}, sub-group llm-chat-"), out
@@ -348,6 +354,8 @@ def test_a_members_row_why_and_explain_show_the_groups_gang(bare: tuple[LocalClu
         assert "renderedPodGroupRef" not in kube.get(group_path(ns, name))["status"]
         wait_until(lambda: place(stored_pod(kube, ns, pod)) == (rendered, None), 60, interval=0.25,
                    what="the member's pod gated")
+        code, out = cli("get", "workloads", "-n", ns, "--kubeconfig", kc)
+        assert next(line for line in out.splitlines() if " llm-chat " in f" {line} ").split()[4] == "Error", out
         code, out = cli("why", "deployment/llm-chat", "-n", ns, "--kubeconfig", kc)
         assert code == 5, out
         assert out.startswith(f"Deployment {ns}/llm-chat is Error: grouping it failed: its WorkloadGroup {name} is "
