@@ -102,6 +102,32 @@ class WorkloadRef(_Model):
     name: str
 
 
+class WorkloadGroupCondition(_Model):
+    type: str = Field(description="InputsResolved, Rendered or Active")
+    status: str
+    reason: str
+    message: str
+
+
+class WorkloadGroupView(_Model):
+    """The WorkloadGroup a workload is a member of (docs/workload-groups.md): its gang is the group's."""
+
+    name: str
+    expectedWorkloads: int | None = Field(description="spec.expectedWorkloads: the group is complete with these")
+    members: list[WorkloadRef] = Field(description="status.observedMembers: the workloads the group found")
+    state: Literal["Rendered", "Pending", "Invalid", "Unknown"] = Field(
+        description="Rendered (complete and valid), Pending (workloads or their pods still missing), Invalid "
+        "(an error: message), Unknown (no status written yet)")
+    gangState: GangStateName | None = Field(
+        description="The member's gang state: the worst of the rendered gang's, Error when the group is invalid, "
+        "Grouping while it is not rendered")
+    podGroup: str = Field(description="The group's rendered PodGroup (status.renderedPodGroupRef), or the name its "
+                          "members' pods wait on until it is written (the gate)")
+    rendered: bool
+    message: str = Field("", description="Why it is not rendered: the InputsResolved condition's message")
+    conditions: list[WorkloadGroupCondition] = Field(default_factory=list)
+
+
 class DefinitionRef(_Model):
     name: str
     origin: str
@@ -234,6 +260,8 @@ class PodDecision(_Model):
     lastError: LastError | None
     patched: PatchState | None = Field(None, description="Last patch of the pod's annotation / sub-group label")
     status: PodInfo
+    workloadGroup: WorkloadGroupView | None = Field(
+        None, description="The WorkloadGroup its workload is a member of: the pod is held for the group's PodGroup")
 
 
 class PodGroupDetail(_Model):
@@ -267,6 +295,8 @@ class WorkloadDescribe(_Model):
     )
     describeError: str | None = None
     pods: list[PodInfo]
+    workloadGroup: WorkloadGroupView | None = Field(
+        None, description="The WorkloadGroup it is a member of (podGroups then names the group's rendered one)")
 
 
 class WorkloadComponent(_Model):
@@ -290,7 +320,10 @@ class WorkloadSummaryView(_Model):
     state: GangStateName | None = Field(
         None, description="The workload's gang state: the worst of its PodGroups' (Error, Degraded, Waiting, "
         "Grouping, Admitted)")
-    gangs: list[GangView] = Field(default_factory=list, description="One per PodGroup of the workload")
+    gangs: list[GangView] = Field(default_factory=list, description="One per PodGroup of the workload (of its "
+                                  "WorkloadGroup's rendered gang for a member)")
+    workloadGroup: WorkloadGroupView | None = Field(
+        None, description="The WorkloadGroup it is a member of: its gang is the group's (absent: in none)")
 
 
 class WorkloadList(_Model):

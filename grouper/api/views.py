@@ -38,15 +38,19 @@ from grouper.api.models import (
     PodRef,
     SubGroupView,
     WorkloadError,
+    WorkloadGroupView,
     WorkloadRef,
     WorkloadSummaryView,
 )
 from grouper.api.selectors import Selector
 from grouper.api.state import GangSource, ObjectSource, StateReader, safe_get
+from grouper.api.workload_group import member_group
 from grouper.core.gang_state import worst
+from grouper.core.upstream import scheduling_group
 from grouper.model import objects as o
+from grouper.model import workload_group as wg
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import PODGROUP_API_VERSION, PODGROUP_KIND
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, PODGROUP_KIND, SUBGROUP_LABEL
 from grouper.records.decisions import POD_GROUP_NOT_WRITTEN
 
 if TYPE_CHECKING:
@@ -471,6 +475,13 @@ class Views:
 
         # the pods whose latest decision names this PodGroup: never those that moved to another one
         sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
+        if wl.kind == wg.KIND and wl.apiVersion == wg.API_VERSION:
+            # a WorkloadGroup's rendered PodGroup: its members' decisions name their own PodGroups; the group
+            # placed the pods the record lists, each in the leaf its label names
+            sub_of = {}
+            for p in rec.get("pods") or ():
+                cached = safe_get(objects, "v1", "Pod", namespace, str(p))
+                sub_of[str(p)] = o.labels(cached).get(SUBGROUP_LABEL) if cached is not None else None
         pod_names = sorted(sub_of)
         pods = [self.pod_info(objects, namespace, p, sub_of.get(p), keys) for p in pod_names]
         sub_groups = self._sub_groups(spec, pods)
@@ -529,14 +540,34 @@ class Views:
             error = LastError(reason=reason, message=str(rec["lastError"]), time=rec.get("lastErrorTime"))
         patched = rec.get("patched")
         outcome = rec.get("outcome")
+        pod_group, sub_group = rec.get("podGroup"), rec.get("subGroup")
+        group = None
+        if isinstance(top, dict) and top.get("kind"):
+            objects = self.state.object_source()
+            workload = safe_get(objects, str(top.get("apiVersion") or ""), str(top["kind"]), namespace,
+                                str(top.get("name") or ""))
+            found = self.member_group(namespace, workload)
+            group = found[0] if found is not None else None
+        if group is not None and outcome == "grouped":
+            # held for the group: the pod is in the group's PodGroup (or waits on its name), not the one its
+            # workload alone would have
+            pod_obj = safe_get(self.state.object_source(), "v1", "Pod", namespace, name)
+            carried = (o.annotations(pod_obj).get(POD_GROUP_ANNOTATION) or scheduling_group(pod_obj)
+                       if pod_obj is not None else None)
+            if pod_group:
+                notes.append(f"its workload alone would be in PodGroup {pod_group}; it is not written while the "
+                             f"workload is a member of WorkloadGroup {group.name}")
+            pod_group = carried if carried and carried.startswith(group.podGroup) else group.podGroup
+            sub_group = (o.labels(pod_obj).get(SUBGROUP_LABEL) if pod_obj is not None and group.rendered
+                         else None)
         return PodDecision(
             pod=PodRef(namespace=str(pod_ref.get("namespace") or namespace), name=str(pod_ref.get("name") or name),
                        uid=pod_ref.get("uid")),
             outcome=outcome if outcome in ("grouped", "skipped", "error", "failed") else None,
             reason=str(rec.get("reason") or ""),
             message=str(rec.get("message") or ""),
-            podGroup=rec.get("podGroup"),
-            subGroup=rec.get("subGroup"),
+            podGroup=pod_group,
+            subGroup=sub_group,
             plugin=rec.get("plugin"),
             definition=_def_ref(rec.get("definition")),
             topOwner=_owner_view(top),
@@ -547,8 +578,9 @@ class Views:
             lastError=error,
             patched=PatchState(result=str(patched.get("result")), at=patched.get("at"))
             if isinstance(patched, dict) and patched.get("result") else None,
-            status=self.pod_info(self.state.object_source(), namespace, name, rec.get("subGroup"),
+            status=self.pod_info(self.state.object_source(), namespace, name, sub_group,
                                  self.grouping_label_keys(defn)),
+            workloadGroup=group,
         )
 
     @staticmethod
@@ -605,6 +637,22 @@ class Views:
         return out
 
     # ------------------------------------------------------------------ workloads
+
+    def member_group(self, namespace: str, workload: Obj | None) -> tuple[WorkloadGroupView, list[GangView]] | None:
+        """The WorkloadGroup ``workload`` (a top owner) is a member of, from the caches, and the gang states of
+        the PodGroups the group owns (its rendered gang); None when it is in no existing group."""
+        objects, gangs = self.state.object_source(), self.state.gang_source()
+
+        def read(ns: str, name: str) -> Obj | None:
+            return safe_get(objects, wg.API_VERSION, wg.KIND, ns, name)
+
+        def owned(group: Obj) -> list[GangView]:
+            if gangs is None or not o.uid(group):
+                return []
+            now = gangs.clock()
+            return [gang_view(n, st, now) for n, st in gangs.of_workload(o.namespace(group), o.uid(group))]
+
+        return member_group(workload, namespace, read, owned)
 
     def known_workload_kinds(self, namespace: str) -> list[tuple[str, str]]:
         """(apiVersion, kind) of every top owner seen in ``namespace`` and every definition's root kind."""
@@ -689,6 +737,10 @@ class Views:
                 if views:
                     view.gangs = views
                     view.state = worst_gang_state(views)
+            group = self.member_group(ns, workload)
+            if group is not None:  # its gang is the group's rendered one (it has none of its own)
+                view.workloadGroup, view.gangs = group
+                view.state = group[0].gangState
             if key in failing:  # grouping failed for some of its pods (the errors listing says why)
                 view.state = "Error"
             out.append(view)

@@ -11,6 +11,7 @@ from grouper.api.state import StateReader, safe_get
 from grouper.api.views import Views, kind_matches, scrub
 from grouper.model import objects as o
 from grouper.model.objects import Obj
+from grouper.model.podgroup import SUBGROUP_LABEL
 
 if TYPE_CHECKING:
     from grouper.describe.view import DescribeView
@@ -48,8 +49,15 @@ def describe(views: Views, state: StateReader, workload: Obj, source: str) -> De
     keys = views.grouping_label_keys(defn)
     pod_names = sorted({str((r.get("pod") or {}).get("name")) for r in pod_recs})
     sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
-    pods = [views.pod_info(objects, ns, p, sub_of.get(p), keys) for p in pod_names]
     pod_groups = sorted({str(r["podGroup"]) for r in pod_recs if r.get("podGroup")})
+    member = views.member_group(ns, workload)
+    if member is not None:  # its own PodGroups are not written while it is in a group: the group's is its gang
+        group = member[0]
+        pod_groups = [group.podGroup] if group.rendered else []
+        cached = {p: safe_get(objects, "v1", "Pod", ns, p) for p in pod_names}
+        sub_of = {p: o.labels(c).get(SUBGROUP_LABEL) if c is not None and group.rendered else None
+                  for p, c in cached.items()}  # the leaf of the group's PodGroup the pod carries
+    pods = [views.pod_info(objects, ns, p, sub_of.get(p), keys) for p in pod_names]
     tree: dict[str, Any] | None = None
     view: DescribeView | None = None
     error: str | None = None
@@ -75,6 +83,7 @@ def describe(views: Views, state: StateReader, workload: Obj, source: str) -> De
         describe=tree,
         describeError=error,
         pods=pods,
+        workloadGroup=member[0] if member is not None else None,
     )
     return Described(body, view)
 

@@ -180,6 +180,7 @@ class WhyReport:
     notes: list[str] = field(default_factory=list)  # why it is not grouped (yet), plan warnings
     source: str = ""
     error: str = ""  # grouping failed and no PodGroup exists: the decision's message (names object and field)
+    workload_group: dict[str, Any] | None = None  # the API's WorkloadGroupView of the group it is a member of
 
     @property
     def state(self) -> str:
@@ -204,6 +205,7 @@ class WhyReport:
                           for g in self.gangs],
             "notes": list(self.notes),
             "error": self.error,
+            "workloadGroup": self.workload_group,
             "source": self.source,
         }
 
@@ -314,9 +316,26 @@ def render_why(report: WhyReport, now: datetime, *, limit: int = 5) -> str:
                         else MEANING[State(report.state)] + "."))
     elif report.error:
         lines.append(f"{who} is {report.state}: grouping it failed: {report.error}")
+    elif report.workload_group is not None:
+        lines.append(f"{who} is {report.state}: its WorkloadGroup {report.workload_group.get('name')} is not "
+                     "rendered, so its pods wait on the gate.")
     else:
         lines.append(f"{who} is {report.state}: the grouper has not grouped it yet (no PodGroup in the cluster).")
-    if report.plugin or report.planned:
+    if report.workload_group is not None:
+        from grouper.api.models import WorkloadGroupView
+        from grouper.api.workload_group import summary
+
+        group = WorkloadGroupView.model_validate(report.workload_group)
+        lines.append(f"It is a {summary(group)}.")
+        members = ", ".join(f"{m.kind}/{m.name}" for m in group.members) or "none yet"
+        lines.append(f"The group's members: {members}"
+                     + (f" ({len(group.members)} of {group.expectedWorkloads} expected)."
+                        if group.expectedWorkloads is not None else "."))
+    if report.workload_group is not None:
+        lines.append(f"The grouper's plan ({report.plugin or 'no plugin'}, {_plural(report.pods, 'pod')}): its pods "
+                     f"are in WorkloadGroup {report.workload_group.get('name')}'s PodGroup "
+                     f"{report.workload_group.get('podGroup')}.")
+    elif report.plugin or report.planned:
         planned = ", ".join(report.planned) if report.planned else "no PodGroup"
         lines.append(f"The grouper's plan ({report.plugin or 'no plugin'}, {_plural(report.pods, 'pod')}): "
                      f"{planned}.")

@@ -173,3 +173,28 @@ def list_pod_groups(kube: SyncKube, namespace: str | None) -> tuple[list[Obj], l
             continue
         out += [_typed(i, res.api_version, res.kind) for i in items]
     return out, warnings
+
+
+def live_workload_group(kube: SyncKube, workload: Obj | None, namespace: str) -> tuple[Obj | None, list[str]]:
+    """The WorkloadGroup a workload (its top owner) names with ``kai.scheduler/workload-group``, read from
+    the cluster, and warnings: None without the annotation, when the group does not exist (the annotation
+    is then not honoured: the workload is grouped alone, said in a warning) or cannot be read."""
+    from grouper.api.workload_group import group_name
+    from grouper.model import workload_group as wg
+
+    name = group_name(workload)
+    if name is None:
+        return None, []
+    path = f"/apis/{wg.API_VERSION}/namespaces/{namespace}/{wg.PLURAL}/{name}"
+    try:
+        group = kube.get_object(path)
+    except ApiError as e:
+        if e.not_found:  # the CRD is not served: groups are off
+            return None, [f"it names WorkloadGroup {name}, but WorkloadGroups are not served: it is grouped alone"]
+        if not e.forbidden:
+            raise
+        return None, [f"it names WorkloadGroup {name}, which this user may not read: its group is not shown"]
+    if group is None or (group.get("metadata") or {}).get("deletionTimestamp"):
+        return None, [f"it names WorkloadGroup {name}, which does not exist: it is grouped alone (create the "
+                      "WorkloadGroup before its workloads)"]
+    return group, []

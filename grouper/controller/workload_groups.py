@@ -599,7 +599,10 @@ class WorkloadGroups:
         res = await self.cache.discovery.resolve(WORKLOADGROUP)
         if res is None:
             return 0
-        body = {"status": with_times(status, stored, _now())}
+        written = with_times(status, stored, _now())
+        for k in stored or {}:  # a merge patch keeps what it does not name: a field the status no longer has is
+            written.setdefault(k, None)  # nulled (a renderedPodGroupRef of a group no longer rendered)
+        body = {"status": written}
         try:
             await self.writer.client.merge_patch(res.path(o.namespace(obj), o.name(obj), "status"), body)
         except ApiError as e:

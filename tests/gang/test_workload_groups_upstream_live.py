@@ -108,6 +108,7 @@ def test_members_bind_only_together_and_a_member_removed_is_scheduled_alone(
                what="every member pod unschedulable")
     assert not [p for j in children for p in pods_of(skube, ns, j) if p["spec"].get("nodeName")]
     assert grouper.requests("patch", "pods") == 0
+    members_see_the_group(sched_cluster, ns, grouper, children)
 
     # capacity arrives: all four bind
     sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
@@ -168,3 +169,38 @@ def test_a_member_removed_from_the_group_is_scheduled_on_its_own(
     pods = pods_of(skube, ns, "a")
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {a_child}
     assert not [p for p in pods if p["spec"].get("nodeName")]
+
+
+def members_see_the_group(cluster: LocalCluster, ns: str, grouper: GrouperThread, children: dict[str, str]) -> None:
+    """Where people look: the trainer's ``/workloads`` row carries the group's gangs (every member's child
+    PodGroup of the composite, Waiting with kube-scheduler's reason) and names the group; ``grouper why`` on
+    it says it is a member and prints the children's state and the scheduler's reason."""
+    import contextlib
+    import io
+
+    from grouper.cli.commands.get import server_get
+    from grouper.cli.main import main
+
+    server = f"http://127.0.0.1:{grouper.service.http_port}"
+
+    def row() -> dict[str, Any]:
+        items = server_get(server, "/workloads", {"namespace": ns})["items"]
+        return next(i for i in items if i["kind"] == "Job" and i["name"] == "trainer")
+
+    wait_until(lambda: row()["state"] == "Waiting" and all(g["reasons"] for g in row()["gangs"]), 60,
+               interval=0.25, what="the trainer's row: the group's gangs waiting, with the scheduler's reasons")
+    r = row()
+    assert sorted(g["podGroup"] for g in r["gangs"]) == sorted(children.values()), r["gangs"]
+    assert r["workloadGroup"]["name"] == GROUP and r["workloadGroup"]["rendered"]
+    assert r["workloadGroup"]["podGroup"] == rendered_name(ns, GROUP)  # the CompositePodGroup
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["why", "job/trainer", "-n", ns, "--kubeconfig", str(cluster.kubeconfig_path),
+                     "--backend", "upstream", "--scheduler-name", "default-scheduler"])
+    text = out.getvalue()
+    assert code == 0, text
+    assert text.startswith(f"Job {ns}/trainer is Waiting: its 2 PodGroups' worst state."), text
+    assert f"It is a member of WorkloadGroup {GROUP} (2 of 2 workloads)" in text
+    for name in children.values():
+        assert f"PodGroup {name} ({SCHED})" in text, text
+    assert "PodScheduled=False" in text and "minCount" in text, text

@@ -12,6 +12,7 @@ member back to its own PodGroup. A restart writes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +270,114 @@ def test_a_member_the_grouper_steps_aside_from_cannot_join(bare: tuple[LocalClus
         for kind, member in ((wg.KIND, name), ("PyTorchJob", job["metadata"]["name"])):
             wait_until(lambda k=kind, m=member: any("cannot join" in w for w in warnings_on(kube, ns, k, m)),
                        30, what=f"a Warning Event on {kind} {member}")
+
+
+def test_a_members_row_why_and_explain_show_the_groups_gang(bare: tuple[LocalCluster, Kube],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Where people look (docs/workload-groups.md): a member's ``/workloads`` row carries the rendered gang's
+    state (here Waiting, with KAI's reason as its scheduler writes it) and names the group; ``grouper why``
+    on the member prints the group's gang and the scheduler's reason; ``grouper explain`` on a member's pod
+    says it is held for the group. With the group invalid: Error, the group's message, the gate."""
+    import kai_status
+
+    from grouper.cli.commands.get import server_get
+    from grouper.cli.main import main
+
+    cluster, kube = bare
+    name, ns = "rl-post-training", "wg-visible"
+    want, _ = setup(kube, name, ns)
+    rendered = rendered_name(ns, name)
+    kc = str(cluster.kubeconfig_path)
+    pod = "llm-chat-7d9c8b6f5d-2xk9p"
+    message = "node(s) didn't have enough resources: nvidia.com/gpu"
+    fit = kai_status.FitError(kai_status.NOT_ENOUGH_RESOURCES, [message])
+
+    def cli(*argv: str) -> tuple[int, str]:
+        code = main(list(argv))
+        return code, capsys.readouterr().out
+
+    with GrouperThread(cluster, ns) as g:
+        wait_until(lambda: as_planned(kube, ns, want), 60, interval=0.25, what="the group rendered")
+        wait_until(lambda: conditions(kube, ns, name).get("Active") == "True", 30, what="Active")
+        path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups/{rendered}"
+        stored = kube.get(path)
+        assert kai_status.mark_unschedulable(stored, [fit], now=datetime.now(UTC))
+        kai_status.write_status(kube, path, stored)
+        server = f"http://127.0.0.1:{g.service.http_port}"
+
+        def row() -> dict[str, Any]:
+            items = server_get(server, "/workloads", {"namespace": ns})["items"]
+            return next(i for i in items if i["kind"] == "Deployment" and i["name"] == "llm-chat")
+
+        wait_until(lambda: any(r["message"] == message for gang in row()["gangs"] for r in gang["reasons"]), 30,
+                   interval=0.25, what="the member's row: the group's gang with KAI's reason")
+        r = row()
+        assert r["state"] == "Waiting" and [gang["podGroup"] for gang in r["gangs"]] == [rendered], r
+        assert r["workloadGroup"]["name"] == name and r["workloadGroup"]["rendered"], r["workloadGroup"]
+        assert len(r["workloadGroup"]["members"]) == r["workloadGroup"]["expectedWorkloads"] == 3
+
+        code, out = cli("why", "deployment/llm-chat", "-n", ns, "--kubeconfig", kc)
+        assert code == 0, out
+        assert out.startswith(f"Deployment {ns}/llm-chat is Waiting: "), out
+        assert (f"It is a member of WorkloadGroup {name} (3 of 3 workloads): its gang is the group's PodGroup "
+                f"{rendered}.") in out
+        assert f"PodGroup {rendered} (scheduling.run.ai/v2alpha2, queue team-a)" in out
+        assert f"{kai_status.NOT_ENOUGH_RESOURCES}: {message}" in out
+        assert "(planned; not in the cluster yet)" not in out  # its own PodGroup is not its gang
+        assert (f"The grouper's plan (Deployment Grouper, 2 pods): its pods are in WorkloadGroup {name}'s PodGroup "
+                f"{rendered}.") in out
+
+        # grouper get workloads (from the cluster): the member's STATE is its group's gang's
+        code, out = cli("get", "workloads", "-n", ns, "--kubeconfig", kc, "-o", "wide")
+        assert code == 0, out
+        listed = {(line.split()[1], line.split()[2]): line.split() for line in out.splitlines()[1:]}
+        assert listed[("llm-chat", "Deployment")][4] == "Waiting" and "team-a" in listed[("llm-chat", "Deployment")]
+
+        code, out = cli("explain", pod, "-n", ns, "--kubeconfig", kc)
+        assert code == 0, out
+        assert out.startswith(f"Pod {ns}/{pod} belongs to PodGroup {rendered}, sub-group llm-chat-"), out
+        assert f"It is held for WorkloadGroup {name}: its workload is a member of WorkloadGroup {name}" in out
+        assert "does not exist in the cluster yet" not in out  # its workload's own PodGroup is not its PodGroup
+        assert "as decided" in out  # the pod carries the group's PodGroup and its leaf
+
+        # the group made invalid: the member is Error with the group's message; its pods wait on the gate
+        kube.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/llm-chat",
+                   {"metadata": {"labels": {"kai.scheduler/queue": "team-b"}}})
+        wait_until(lambda: "different queues" in row()["workloadGroup"]["message"], 60, interval=0.25,
+                   what="the member's row: the group's error")
+        wait_until(lambda: not row()["workloadGroup"]["rendered"] and not row()["gangs"], 30, interval=0.25,
+                   what="the group not rendered, its PodGroup gone")
+        r = row()
+        assert r["state"] == "Error" and r["workloadGroup"]["state"] == "Invalid" and r["gangs"] == [], r
+        # the status names no rendered PodGroup any more (a merge patch must null what it no longer has)
+        wait_until(lambda: conditions(kube, ns, name).get("Rendered") == "False", 30, what="status: not rendered")
+        assert "renderedPodGroupRef" not in kube.get(group_path(ns, name))["status"]
+        wait_until(lambda: place(stored_pod(kube, ns, pod)) == (rendered, None), 60, interval=0.25,
+                   what="the member's pod gated")
+        code, out = cli("get", "workloads", "-n", ns, "--kubeconfig", kc)
+        assert next(line for line in out.splitlines() if " llm-chat " in f" {line} ").split()[4] == "Error", out
+        code, out = cli("why", "deployment/llm-chat", "-n", ns, "--kubeconfig", kc)
+        assert code == 5, out
+        assert out.startswith(f"Deployment {ns}/llm-chat is Error: grouping it failed: its WorkloadGroup {name} is "
+                              "invalid: "), out
+        assert "different queues" in out and "InputsResolved=False (InvalidInputs)" in out
+        code, out = cli("explain", pod, "-n", ns, "--kubeconfig", kc)
+        assert out.startswith(f"Pod {ns}/{pod} is held for WorkloadGroup {name}: it names PodGroup {rendered}, which "
+                              "is not written"), out
+
+        # the Deployment leaves: the group is incomplete (2 of 3); why on a member says what is missing
+        kube.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/llm-chat",
+                   {"metadata": {"annotations": {wg.WORKLOAD_GROUP_ANNOTATION: None}}})
+        wait_until(lambda: (kube.get(group_path(ns, name)).get("status") or {}).get("conditions", [{}])[0].get(
+            "reason") == "WaitingForInputs", 60, interval=0.25, what="status: waiting for inputs")
+        code, out = cli("why", "rayjob/ray-batch-infer", "-n", ns, "--kubeconfig", kc)
+        assert code == 5, out
+        assert out.startswith(f"RayJob {ns}/ray-batch-infer is Grouping: its WorkloadGroup {name} is not rendered, so "
+                              "its pods wait on the gate."), out
+        assert f"It is a member of WorkloadGroup {name} (2 of 3 workloads): the group is not rendered yet: " in out
+        assert "The group's members: RayCluster/ray-train, RayJob/ray-batch-infer (2 of 3 expected)." in out
+        assert "InputsResolved=False (WaitingForInputs)" in out
+
+
+def stored_pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")

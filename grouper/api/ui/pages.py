@@ -12,6 +12,7 @@ from grouper.api.models import (
     PodGroupDetail,
     PodInfo,
     WorkloadError,
+    WorkloadGroupView,
     WorkloadSummaryView,
 )
 from grouper.api.ui.html import Safe, el, join, path_part
@@ -85,6 +86,8 @@ def workloads(items: Sequence[WorkloadSummaryView], queues: dict[tuple[str, str,
         queue = ", ".join(sorted(gang_queues or queues.get((w.namespace, w.kind, w.name), set()))) or NONE
         components = ", ".join(f"{c.name}({c.replicas})" for c in w.components) or NONE
         reasons = [r.message or r.reason for g in w.gangs for r in g.reasons]
+        if w.workloadGroup is not None and w.workloadGroup.message:  # why its group holds it
+            reasons.insert(0, f"WorkloadGroup {w.workloadGroup.name}: {w.workloadGroup.message}")
         rows.append(el(
             "tr", {"data-namespace": w.namespace, "data-kind": w.kind, "data-state": w.state or "",
                    "class": "row"},
@@ -203,13 +206,47 @@ def _pods(pods: Sequence[PodInfo]) -> Safe:
         else empty("No pods.")
 
 
-def workload(described: Described, podgroups: Sequence[PodGroupDetail], state: str | None) -> Safe:
+def members_text(g: WorkloadGroupView) -> str:
+    """``2 of 3 members``: the workloads the group found, of those it expects."""
+    n = len(g.members)
+    return f"{n} of {g.expectedWorkloads} members" if g.expectedWorkloads is not None else \
+        f"{n} member{'s' if n != 1 else ''}"
+
+
+def workload_group(g: WorkloadGroupView, gangs: Sequence[GangView]) -> Safe:
+    """A member's group: which, how complete, why it is (not) rendered, and the rendered gang's state."""
+    facts = [
+        ("Group state", f"{g.state}" + (f": {g.message}" if g.message else "")),
+        ("Gang state", state_badge(g.gangState)),
+        ("PodGroup", g.podGroup if g.rendered else f"{g.podGroup} (not written: the members' pods wait on it)"),
+        ("Members", ", ".join(f"{m.kind}/{m.name}" for m in g.members) or NONE),
+    ]
+    conditions = [el("li", {"class": "condition", "data-condition": c.type, "data-status": c.status},
+                     el("b", None, f"{c.type}={c.status}"), f" ({c.reason})" if c.reason else "",
+                     ": " if c.message else "", c.message)
+                  for c in g.conditions]
+    return el(
+        "section", {"class": "workload-group", "data-workload-group": g.name},
+        el("h3", None, f"Member of WorkloadGroup {g.name} ({members_text(g)})"),
+        el("dl", {"class": "facts"}, [[el("dt", None, k), el("dd", None, v)] for k, v in facts]),
+        el("h4", None, "The group's reasons") if conditions else None,
+        el("ul", {"class": "conditions"}, conditions) if conditions else None,
+        [el("section", {"class": "podgroup", "data-podgroup": x.podGroup}, el("h4", None, f"Gang {x.podGroup}"),
+            _gang(x)) for x in gangs],
+    )
+
+
+def workload(described: Described, podgroups: Sequence[PodGroupDetail], state: str | None,
+             group: tuple[WorkloadGroupView, Sequence[GangView]] | None = None) -> Safe:
+    """``group``: the WorkloadGroup it is a member of and the group's gangs (then ``podgroups`` is empty)."""
     b = described.body
     tree = render_table(described.view) if described.view is not None else None
     facts = [("Namespace", b.namespace), ("Kind", f"{b.workload.kind} ({b.workload.apiVersion})"),
              ("State", state_badge(state)), ("Status", b.status or NONE),
              ("Definition", f"{b.definition.name} ({b.definition.origin})" if b.definition else NONE),
              ("PodGroups", ", ".join(b.podGroups) or NONE)]
+    if group is not None:
+        facts.append(("WorkloadGroup", f"member of {group[0].name} ({members_text(group[0])})"))
     return el(
         "article", {"class": "workload", "data-workload": b.workload.name},
         el("h2", None, f"{b.workload.kind}/{b.workload.name}"),
@@ -217,6 +254,7 @@ def workload(described: Described, podgroups: Sequence[PodGroupDetail], state: s
         el("h3", None, "Components (as grouper describe prints them)"),
         el("pre", {"class": "tree"}, tree) if tree else empty(b.describeError or "No Karta definition maps this "
                                                              "kind: no component tree."),
+        workload_group(*group) if group is not None else None,
         [podgroup(pg) for pg in podgroups],
         el("h3", None, "Pods"), _pods(b.pods),
         el("h3", None, "Events"), el("p", {"class": "note"}, EVENTS_NOTE),
@@ -260,4 +298,4 @@ def errors(items: Sequence[WorkloadError]) -> Safe:
                   {"id": "errors", "class": "list"})
 
 
-__all__ = ["decision_words", "definitions", "duration", "errors", "podgroup", "workload", "workloads"]
+__all__ = ["decision_words", "definitions", "duration", "errors", "podgroup", "workload", "workload_group", "workloads"]

@@ -107,6 +107,9 @@ def add_ui(app: FastAPI, views: Views, state: StateReader,
         if workload is None:
             raise HTTPException(404, f"workload {kind} {namespace}/{name} is not in the grouper's cache")
         described = describe(views, state, workload, "cache")
+        member = views.member_group(namespace, workload)
+        if member is not None:  # its gang is its WorkloadGroup's (the group owns the rendered PodGroup)
+            return _fragment(pages.workload(described, [], member[0].gangState, member))
         groups = [d for d in (views.podgroup_detail(namespace, pg) for pg in described.body.podGroups)
                   if d is not None]
         gang_state = worst_gang_state(g.gang for g in groups if g.gang is not None)

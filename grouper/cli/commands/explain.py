@@ -83,7 +83,12 @@ def explain_text(rec: dict[str, Any], pod_group: dict[str, Any] | None, actual: 
     lines: list[str] = []
     outcome = rec.get("outcome")
     pg, sg = rec.get("podGroup"), rec.get("subGroup")
-    if outcome == "grouped":
+    group = rec.get("workloadGroup")
+    if outcome == "grouped" and group and not group.get("rendered"):
+        lines.append(f"Pod {ns}/{name} is held for WorkloadGroup {group['name']}: it names PodGroup {pg}, which is "
+                     "not written while the group is not complete and valid, so the scheduler does not schedule it "
+                     "(the gate).")
+    elif outcome == "grouped":
         lines.append(f"Pod {ns}/{name} belongs to PodGroup {pg}" + (f", sub-group {sg}." if sg else
                                                                       " (no sub-group)."))
     elif outcome == "failed":  # decided, but the API server refused the PodGroup or the pod's patch
@@ -95,6 +100,8 @@ def explain_text(rec: dict[str, Any], pod_group: dict[str, Any] | None, actual: 
     else:
         lines.append(f"Pod {ns}/{name} could not be grouped ({rec.get('reason')}): {rec.get('message')}")
 
+    if group:
+        lines += group_lines(group)
     top = rec.get("topOwner")
     chain = rec.get("ownerChain") or []
     plugin = rec.get("plugin")
@@ -163,6 +170,18 @@ def explain_text(rec: dict[str, Any], pod_group: dict[str, Any] | None, actual: 
                          "reconcile, or it is not running).")
     lines.append(f"(source: {source})")
     return "\n".join(lines)
+
+
+def group_lines(group: dict[str, Any]) -> list[str]:
+    """The WorkloadGroup a pod's workload is a member of (the API's ``WorkloadGroupView``), in words: which
+    group, how complete, its rendered PodGroup or why there is none (its conditions that are not True)."""
+    from grouper.api.models import WorkloadGroupView
+    from grouper.api.workload_group import summary
+
+    g = WorkloadGroupView.model_validate(group)
+    lines = [f"It is held for WorkloadGroup {g.name}: its workload is a {summary(g)}."]
+    lines += [f"  {c.type}={c.status} ({c.reason}): {c.message}" for c in g.conditions if c.status != "True"]
+    return lines
 
 
 # ------------------------------------------------------------------------------------------ from a grouper
@@ -237,7 +256,41 @@ def from_cluster(args: argparse.Namespace, kube: SyncKube, namespace: str
             "subGroups": subs,
         }
     _note_held(kube, namespace, rec, actual.get("podGroup"), md.name if md is not None else None)
+    if decision.top_owner is not None and decision.outcome == "grouped" and _note_group(
+            kube, namespace, rec, actual, decision.top_owner, config):
+        pg_view = None  # the view of the workload's own PodGroup does not apply
     return rec, pg_view, actual
+
+
+def _note_group(kube: SyncKube, namespace: str, rec: dict[str, Any], actual: dict[str, str | None], top: Any,
+                config: Any) -> bool:
+    """The pod's workload is a member of a WorkloadGroup that exists: the pod is held for the group's
+    PodGroup (rendered, or the gate's name), not the one its workload alone would have (``rec`` is changed
+    to say so). Whether it is."""
+    from grouper.api.workload_group import group_view
+    from grouper.cli.live_workload import live_workload_group
+    from grouper.core.upstream import scheduling_group
+
+    try:
+        owner = LiveLookups(kube, config).get(top.api_version, top.kind, namespace, top.name)
+    except Exception:  # not readable: no membership to read (the decision above says what it could)
+        return False
+    group, warnings = live_workload_group(kube, owner, namespace)
+    rec["notes"] = [*rec.get("notes", []), *warnings]
+    if group is None:
+        return False
+    view = group_view(group)
+    pod = kube.get_object(PODS.path(namespace, rec["pod"]["name"]))
+    carried = (o.annotations(pod).get(POD_GROUP_ANNOTATION) or scheduling_group(pod)) if pod is not None else None
+    if rec.get("podGroup"):
+        own = rec["podGroup"]
+        rec["notes"] = [*(n for n in rec["notes"] if not n.startswith(f"PodGroup {own} does not exist")),
+                        f"its workload alone would be in PodGroup {own}; it is not written while the workload is a "
+                        f"member of WorkloadGroup {view.name}"]
+    rec["podGroup"] = carried if carried and carried.startswith(view.podGroup) else view.podGroup
+    rec["subGroup"] = actual.get("subGroup") if view.rendered else None
+    rec["workloadGroup"] = view.model_dump()
+    return True
 
 
 def _note_held(kube: SyncKube, namespace: str, rec: dict[str, Any], carried: str | None, decided: str | None) -> None:

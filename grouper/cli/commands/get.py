@@ -235,8 +235,26 @@ def _with_type(items: list[dict[str, Any]], api_version: str, kind: str) -> list
     return [i if i.get("kind") else {**i, "apiVersion": api_version, "kind": kind} for i in items]
 
 
+def _workload_groups(cluster: SyncKube, namespace: str | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """The WorkloadGroups by (namespace, name); none where they are not served or not readable (then each
+    workload shows its own gangs, as the controller groups it without the object)."""
+    from grouper.model import workload_group as wg
+
+    path = f"/apis/{wg.API_VERSION}" + (f"/namespaces/{namespace}" if namespace else "") + f"/{wg.PLURAL}"
+    try:
+        items = cluster.list_items(path)
+    except ApiError as e:
+        if e.not_found or e.forbidden:
+            return {}
+        raise
+    return {(str(g["metadata"].get("namespace")), str(g["metadata"].get("name"))): g for g in items
+            if not g["metadata"].get("deletionTimestamp")}
+
+
 def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> tuple[list[Row], list[str]]:
     """Every top-level object of a kind a Karta definition covers, summarized with its pods and its gangs."""
+    from grouper.api.models import GangView
+    from grouper.api.workload_group import group_name, group_view
     from grouper.cli import common
     from grouper.cli.commands.describe import _builtins, _pick_definition, _registry
     from grouper.cli.common import default_definitions_dir
@@ -311,10 +329,22 @@ def workloads_from_cluster(args: argparse.Namespace, namespace: str | None) -> t
         warnings += pg_warnings
         now = common.now()
         gangs = workload_gangs(pod_groups, pods, now)
+        groups = _workload_groups(cluster, namespace)
+        by_name: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # namespace -> (kind, name) -> object
+        for o in candidates:
+            meta = o.get("metadata") or {}
+            by_name.setdefault(str(meta.get("namespace") or ""), {})[(str(o.get("kind")), str(meta.get("name")))] = o
         rows: list[Row] = []
         for s in summaries:
             mine = gangs.get((s.namespace, s.kind, s.name), [])
-            rows.append((s, worst(g.state.state.value for g in mine), [gang_view(g.name, g.state, now) for g in mine]))
+            views = [gang_view(g.name, g.state, now) for g in mine]
+            state = worst(g.state.state.value for g in mine)
+            group = groups.get((s.namespace, group_name(by_name.get(s.namespace, {}).get((s.kind, s.name))) or ""))
+            if group is not None:  # a member: its gang is the group's (the PodGroups the WorkloadGroup owns)
+                mine = gangs.get((s.namespace, "WorkloadGroup", str(group["metadata"].get("name"))), [])
+                views = [gang_view(g.name, g.state, now) for g in mine]
+                state = group_view(group, [GangView.model_validate(v) for v in views]).gangState
+            rows.append((s, state, views))
         return rows, warnings
     finally:
         cluster.close()

@@ -111,11 +111,18 @@ def _known_kinds(registry: Any) -> set[Any]:
 def report_live(args: argparse.Namespace, kube: Any, kind: str, wanted: str) -> Any:
     """(WhyReport, now) for the workload, or an exit code (an error message printed). ApiError when the
     cluster cannot be read."""
+    from grouper.api.models import GangView
     from grouper.cli import common
     from grouper.cli.commands.explain import _registry
-    from grouper.cli.gang_report import WhyReport, decision_notes, gang_now, planned_gang
+    from grouper.cli.gang_report import WhyReport, decision_notes, gang_now, gang_view, planned_gang
     from grouper.cli.live_lookups import LiveLookups
-    from grouper.cli.live_workload import KindNotResolved, describe_inputs, list_pod_groups, resolve_kind
+    from grouper.cli.live_workload import (
+        KindNotResolved,
+        describe_inputs,
+        list_pod_groups,
+        live_workload_group,
+        resolve_kind,
+    )
     from grouper.core.satisfiable import plan_reasons
     from grouper.core.upstream import scheduling_group
     from grouper.core.workload_plan import plan_workload
@@ -149,12 +156,23 @@ def report_live(args: argparse.Namespace, kube: Any, kind: str, wanted: str) -> 
     plan = plan_workload(pods, lambda pod: grouper.decide(pod, lookups), namespace=namespace)
     now = common.now()
 
-    # its PodGroups: those the plan names, those its pods joined, those it owns
-    planned = {g.metadata.name: g for g in plan.groups}
+    # a member of a WorkloadGroup that exists: its gang is the group's (its own PodGroups are not written)
+    top = next((d.top_owner for _, d in plan.decided if d.top_owner is not None), None)
+    owner: dict[str, Any] | None = workload
+    if top is not None and top.uid != o.uid(workload):
+        try:
+            owner = lookups.get(top.api_version, top.kind, namespace, top.name)
+        except Exception:  # not readable: its membership cannot be read
+            owner = None
+    wgroup, group_warnings = live_workload_group(kube, owner, namespace)
+
+    # its PodGroups: those the plan names, those its pods joined, those it owns (a member: its group owns)
+    planned = {g.metadata.name: g for g in plan.groups} if wgroup is None else {}
     named = {n for p in pods for n in (o.annotations(p).get(POD_GROUP_ANNOTATION), scheduling_group(p)) if n}
     pod_groups, warnings = list_pod_groups(kube, namespace)
-    mine = [pg for pg in pod_groups if o.name(pg) in planned or o.name(pg) in named
-            or any(isinstance(r, dict) and r.get("uid") == o.uid(workload) for r in o.owner_references(pg))]
+    owner_uid = o.uid(wgroup) if wgroup is not None else o.uid(workload)
+    mine = [pg for pg in pod_groups if (wgroup is None and (o.name(pg) in planned or o.name(pg) in named))
+            or any(isinstance(r, dict) and r.get("uid") == owner_uid for r in o.owner_references(pg))]
     gangs = []
     for pg in sorted(mine, key=lambda x: (o.name(x), str(x.get("apiVersion")))):
         group = planned.get(o.name(pg))
@@ -167,19 +185,33 @@ def report_live(args: argparse.Namespace, kube: Any, kind: str, wanted: str) -> 
             gangs.append(planned_gang(group.metadata.to_object(), [p for p in pods if o.name(p) in places], places,
                                       now=now))
 
-    notes = [*inputs.warnings, *warnings]
+    notes = [*inputs.warnings, *warnings, *group_warnings]
     decided = [d for _, d in plan.decided]
     errors = [d for d in decided if d.outcome == "error"]
+    view = None
+    if wgroup is not None:
+        from grouper.api.workload_group import group_view
+
+        view = group_view(wgroup, [GangView.model_validate(gang_view(g.name, g.state, now)) for g in gangs])
+        notes += [f"WorkloadGroup {view.name} {c.type}={c.status} ({c.reason}): {c.message}"
+                  for c in view.conditions if c.status != "True"]
+        own = sorted({g.metadata.name for g in plan.groups})
+        if own:
+            notes.append(f"alone it would be in {', '.join(own)}: not written while it is a member of WorkloadGroup "
+                         f"{view.name}")
     if not pods:
         notes.append("it has no pods: its controller has not created them yet (or they are gone), and the grouper "
                      "groups pods")
     notes += decision_notes(decided, args.limit)
-    for g in plan.groups:
+    for g in plan.groups if wgroup is None else ():
         notes += [*g.notes, *plan_reasons(g)]
+    error = errors[0].message if errors and not any(g.api_version for g in gangs) else ""
+    if view is not None and view.state == "Invalid":
+        error = f"its WorkloadGroup {view.name} is invalid: {view.message}"
     report = WhyReport(
         api_version=res.api_version, kind=res.kind, namespace=namespace, name=wanted, gangs=gangs,
         plugin=plan.plugin if plan.plugin != "none" else None, planned=sorted(planned), pods=len(plan.pods),
-        notes=notes, source=f"read now from the cluster at {kube.server}",
-        error=errors[0].message if errors and not any(g.api_version for g in gangs) else "",
+        notes=notes, source=f"read now from the cluster at {kube.server}", error=error,
+        workload_group=view.model_dump() if view is not None else None,
     )
     return report, now
