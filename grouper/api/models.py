@@ -283,6 +283,17 @@ class PodGroupDetail(_Model):
 # ------------------------------------------------------------------------------------------ workloads
 
 
+class EventView(_Model):
+    """An Event the grouper sent about the workload (``GangAdmitted``, ``GangDegraded``, a grouping failure)."""
+
+    reason: str
+    type: str = Field(description="Normal or Warning")
+    message: str
+    firstTime: str
+    lastTime: str
+    count: int
+
+
 class WorkloadDescribe(_Model):
     workload: WorkloadRef
     namespace: str
@@ -297,6 +308,10 @@ class WorkloadDescribe(_Model):
     pods: list[PodInfo]
     workloadGroup: WorkloadGroupView | None = Field(
         None, description="The WorkloadGroup it is a member of (podGroups then names the group's rendered one)")
+    events: list[EventView] = Field(
+        default_factory=list,
+        description="The newest Events this replica of the grouper sent about the workload, newest first (a "
+        "standby sends none); the grouper holds no right to list the others' (kubectl events shows them)")
 
 
 class WorkloadComponent(_Model):

@@ -215,6 +215,12 @@ class StateReader:
     def grouper(self) -> Grouper | None:
         return self.source.grouper
 
+    def recent_events(self, uid: str) -> list[Any]:
+        """The Events the controller's recorder sent about the object with this uid (newest first)."""
+        recorder = getattr(self.source.controller, "recorder", None)
+        recent = getattr(recorder, "recent", None)
+        return list(recent(uid)) if recent is not None and uid else []
+
     def gang_source(self) -> GangSource | None:
         """The gang states; None without a controller (the API then shows no gang)."""
         if self.source.gangs is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from grouper.api.models import DefinitionRef, WorkloadDescribe, WorkloadRef
+from grouper.api.models import DefinitionRef, EventView, WorkloadDescribe, WorkloadRef
 from grouper.api.state import StateReader, safe_get
 from grouper.api.views import Views, kind_matches, scrub
 from grouper.model import objects as o
@@ -84,6 +84,8 @@ def describe(views: Views, state: StateReader, workload: Obj, source: str) -> De
         describeError=error,
         pods=pods,
         workloadGroup=member[0] if member is not None else None,
+        events=[EventView(reason=e.reason, type=e.type, message=e.message, firstTime=e.first, lastTime=e.last,
+                          count=e.count) for e in state.recent_events(o.uid(workload))],
     )
     return Described(body, view)
 

@@ -196,7 +196,7 @@ def test_admin_tenant_and_a_token_without_rights(browser: Any, env: Env, artifac
     assert podgroup.get_attribute("data-podgroup", timeout=5000).startswith("pg-demo-")
     subgroups = tab.page.eval_on_selector_all("table.subgroups tbody tr", "rows => rows.map(r => r.dataset.subgroup)")
     assert {"leader", "worker"} <= set(subgroups), subgroups
-    assert f"top owner is JobSet {a}/demo" in tab.text() and "Events are not shown" in tab.text()
+    assert f"top owner is JobSet {a}/demo" in tab.text() and "kubectl events --for" in tab.text()
     tab.shot("workload.png")
 
     # grouping errors: the bad Job's message quotes its annotation, markup included, as text

@@ -18,17 +18,23 @@ from api.fixtures import World, build_world, record
 
 from grouper.api.app import create_app
 from grouper.api.models import (
+    EventView,
     GangReasonView,
     GangSubGroupView,
     GangView,
     WorkloadComponent,
+    WorkloadDescribe,
+    WorkloadRef,
     WorkloadSummaryView,
 )
+from grouper.api.state import AppState, StateReader
 from grouper.api.ui import pages
 from grouper.api.ui.html import el
 from grouper.api.ui.routes import CSP, UI_PATHS
 from grouper.api.views import worst_gang_state
+from grouper.api.workload import Described
 from grouper.core.lookups import InMemoryLookups
+from grouper.writer.events import RecentEvent
 
 XSS = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 CSP_DIRECTIVES = {"default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'",
@@ -127,7 +133,7 @@ def test_the_workload_page_shows_the_describe_tree_podgroups_and_the_decision_in
     assert tree is not None and "`-- replicatedjob" in tree.group(1) and "Resources:" in tree.group(1)
     assert 'data-podgroup="pg-demo-' in body and 'data-subgroup="worker-replica-1"' in body
     assert "The JobSet Grouper plugin grouped these pods because their top owner is JobSet default/demo" in body
-    assert "Events are not shown" in body
+    assert "No Event sent about it by this grouper" in body  # this world's grouper sent none
     assert client.get("/ui/fragments/workloads/default/JobSet/nope").status_code == 404
 
 
@@ -139,3 +145,29 @@ def test_a_workload_shows_its_worst_gang_state() -> None:
     assert worst_gang_state(gangs("Admitted", "Waiting", "Grouping")) == "Waiting"
     assert worst_gang_state(gangs("Admitted", "Degraded", "Error")) == "Error" and worst_gang_state([]) is None
     assert pages.duration(None) == "—" and pages.duration(59) == "59s" and pages.duration(3 * 3600) == "3h"
+
+
+def test_the_workload_page_lists_the_events_the_grouper_sent_escaped() -> None:
+    """The grouper holds no right to list Events: the page shows those its recorder sent (newest first)."""
+    body = WorkloadDescribe(workload=WorkloadRef(apiVersion="batch/v1", kind="Job", name="train"), namespace="ml",
+                            source="cache", definition=None, status=None, podGroups=[], pods=[],
+                            events=[EventView(reason="GangDegraded", type="Warning", message=XSS,
+                                              firstTime="2026-12-05T12:00:00Z", lastTime="2026-12-05T12:01:00Z",
+                                              count=2)])
+    page = pages.workload(Described(body, None), [], "Degraded")
+    no_markup_from(XSS, page)
+    assert 'data-reason="GangDegraded"' in page and ">2<" in page and "2026-12-05T12:01:00Z" in page
+
+
+def test_the_recent_events_come_from_the_controllers_recorder() -> None:
+    class Recorder:
+        def recent(self, uid: str) -> list[RecentEvent]:
+            return [RecentEvent("GangAdmitted", "Normal", "admitted", "t0", "t1", 1)] if uid == "u-train" else []
+
+    class Controller:
+        recorder = Recorder()
+
+    reader = StateReader(AppState(controller=Controller()))  # type: ignore[arg-type]
+    assert [e.reason for e in reader.recent_events("u-train")] == ["GangAdmitted"]
+    assert reader.recent_events("u-other") == [] and reader.recent_events("") == []
+    assert StateReader(AppState()).recent_events("u-train") == [], "no controller: none"

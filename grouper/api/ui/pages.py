@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from grouper.api.models import (
     DecisionRecord,
     DefinitionList,
+    EventView,
     GangView,
     PodGroupDetail,
     PodInfo,
@@ -23,8 +24,8 @@ NONE = "—"
 # The workload's state is the worst of its gangs' (models.WorkloadSummaryView.state); waiting states show
 # how long they have been in it.
 WAITING_STATES = ("Grouping", "Waiting", "Degraded")
-EVENTS_NOTE = ("Events are not shown: the grouper reads single objects from the API server (?live=true) "
-               "and does not list Events. kubectl events --for KIND/NAME -n NAMESPACE shows them.")
+EVENTS_NOTE = ("The Events this grouper sent about the workload (newest first). Others' Events: "
+               "kubectl events --for KIND/NAME -n NAMESPACE.")
 
 
 def duration(seconds: float | None) -> str:
@@ -257,8 +258,19 @@ def workload(described: Described, podgroups: Sequence[PodGroupDetail], state: s
         workload_group(*group) if group is not None else None,
         [podgroup(pg) for pg in podgroups],
         el("h3", None, "Pods"), _pods(b.pods),
-        el("h3", None, "Events"), el("p", {"class": "note"}, EVENTS_NOTE),
+        el("h3", None, "Events"), el("p", {"class": "note"}, EVENTS_NOTE), _events(b.events),
     )
+
+
+def _events(events: Sequence[EventView]) -> Safe:
+    if not events:
+        return empty("No Event sent about it by this grouper.")
+    return el("table", {"class": "events"}, [
+        el("thead", None, el("tr", None, [el("th", None, h) for h in ("Type", "Reason", "Message", "Count", "Last")])),
+        el("tbody", None, [el("tr", {"data-reason": e.reason}, [
+            el("td", None, e.type), el("td", None, e.reason), el("td", None, e.message), el("td", None, str(e.count)),
+            el("td", None, e.lastTime)]) for e in events]),
+    ])
 
 
 # ------------------------------------------------------------------------------------------ definitions, errors
