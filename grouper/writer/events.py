@@ -157,10 +157,10 @@ class EventRecorder:
     def recent(self, obj_key: str, limit: int = 10) -> list[RecentEvent]:
         """The newest ``limit`` Events this recorder sent about the object (``InvolvedObject.key``: its uid),
         newest first, one per (object, reason) with its count."""
-        out = [RecentEvent(reason, s.event_type, s.message, s.first, s.last or s.first, s.count)
-               for (key, reason), s in self._series.items() if key == obj_key and s.sent_count]
-        out.sort(key=lambda e: e.last, reverse=True)
-        return out[:limit]
+        mine = [(s.last_seen, reason, s) for (key, reason), s in self._series.items() if key == obj_key and s.sent_count]
+        mine.sort(key=lambda t: t[0], reverse=True)  # our clock, finer than the Events' seconds
+        return [RecentEvent(reason, s.event_type, s.message, s.first, s.last or s.first, s.count)
+                for _, reason, s in mine[:limit]]
 
     async def report(self, obj: InvolvedObject, cause: str, message: str) -> bool:
         """Report a standing failure of ``obj`` (``cause``: what failed, e.g. ``PodGroup/<name>``) once:

@@ -133,3 +133,6 @@ def test_kai_gang_waiting_admitted_degraded_live(kube: Kube, scoped: str, groupe
         assert sample(m, "podgrouper_gangs", state="Degraded", queue="team-a") == 1
         assert sample(m, "podgrouper_gang_transitions_total", **{"from": "Admitted", "to": "Degraded"}) == 1
         assert len(events("GangAdmitted")) == 1  # one Event per transition
+        # the workload page's Events: those the grouper sent, newest first (no right to list Events needed)
+        sent = http.get(f"/workloads/{ns}/Job/train").json()["events"]
+        assert [e["reason"] for e in sent] == ["GangDegraded", "GangAdmitted"], sent
