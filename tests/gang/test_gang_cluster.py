@@ -2,7 +2,8 @@
 
 Checks the harness itself and the upstream gang scheduler it runs, before any grouper is involved:
 a pod is bound to a kwok node and runs; a gang (upstream Workload + PodGroup, minCount 3) that does not
-fit stays entirely unbound until a node is added, then binds at once.
+fit stays entirely unbound until a node is added, then binds at once; a deleted node's pods are deleted by
+kube-controller-manager's pod garbage collector, as in a real cluster (only clusters with real nodes run it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from gangkit import GPU, POOL_LABEL, bound, gpu_pod, pod_group_condition
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
+from devtools.cluster.cluster import NODE_CONTROLLERS
 
 SCHED = "scheduling.k8s.io/v1beta1"
 
@@ -87,3 +89,32 @@ def test_upstream_gang_binds_all_or_nothing(
     sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
     placed = wait_until(lambda: len(b := bound(skube, sns, names)) == 3 and b, timeout=90, what="gang bound")
     assert set(placed) == set(names)
+
+
+def test_the_pod_gc_runs_only_in_clusters_with_real_nodes() -> None:
+    """Clusters without nodes bind pods to made-up node names: the pod GC would delete those pods."""
+    gc = set(NODE_CONTROLLERS)
+    assert not gc & set(LocalCluster().controllers)
+    assert gc <= set(LocalCluster(scheduler=True).controllers)
+    assert gc <= set(LocalCluster(kwok_nodes=1).controllers)
+    assert not gc & set(LocalCluster(scheduler=True, pod_gc=False).controllers)
+    assert gc <= set(LocalCluster(pod_gc=True).controllers)
+
+
+def test_the_pods_of_a_deleted_node_are_deleted_by_the_pod_gc(
+    sched_cluster: LocalCluster, skube: Kube, sns: str, pool: str
+) -> None:
+    nodes = sched_cluster.add_nodes(2, gpus=4, labels={POOL_LABEL: pool})
+    for n in ("a", "b"):  # 4 GPUs each: one per node
+        skube.create(f"/api/v1/namespaces/{sns}/pods", gpu_pod(n, pool, 4))
+    placed = wait_until(lambda: len(b := bound(skube, sns, ["a", "b"])) == 2 and b, 60, what="a and b bound")
+    assert set(placed.values()) == set(nodes)
+    gone, kept = sorted(placed, key=lambda pod: placed[pod] != nodes[0])  # the pod on nodes[0] goes
+
+    sched_cluster.delete_node(nodes[0])
+    # a GC pass every 20 s, the node confirmed missing 40 s after first seen missing: 40-80 s
+    wait_until(lambda: not skube.exists(f"/api/v1/namespaces/{sns}/pods/{gone}"), 150, interval=1,
+               what=f"pod {gone} of the deleted node deleted")
+    log = sched_cluster.log_path("kube-controller-manager").read_text()
+    assert f'"Forced deletion of orphaned Pod succeeded" pod="{sns}/{gone}"' in log
+    assert skube.exists(f"/api/v1/namespaces/{sns}/pods/{kept}"), "a pod of a node that is still there stays"

@@ -1,7 +1,12 @@
 """The gang state live in a running grouper (issue 39), KAI backend, on the local API server: a Job's PodGroup
 gets its status written through the status subresources the way KAI's scheduler writes it (tests/kai_status.py)
 and its pods bound through the binding subresource. ``/workloads`` and ``/podgroups`` carry the state and the
-scheduler's reason, the Job gets ``GangAdmitted`` and ``GangDegraded`` Events, ``/metrics`` counts the gangs."""
+scheduler's reason, the Job gets ``GangAdmitted`` and ``GangDegraded`` Events, ``/metrics`` counts the gangs.
+
+A lost member is simulated by deleting a bound pod, as the pod GC does for a node that is gone: KAI's
+scheduler is not run here, and this cluster has no real nodes (so no pod GC: its pods are bound to a made-up
+node). The real node loss, with kube-scheduler, kwok nodes and the pod GC, is tested on the upstream backend
+(tests/gang/test_gang_state_upstream_live.py)."""
 
 from __future__ import annotations
 
