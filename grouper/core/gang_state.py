@@ -141,10 +141,13 @@ class GangState:
 
     @property
     def time_to_admission(self) -> float | None:
-        """Seconds from the first pod's creation to the first admission; None until admitted."""
+        """Seconds from the first pod's creation to the first admission; None until admitted, and None when
+        the first pod known was created after the admission (beyond clock skew): the admitted pods are all
+        gone (a node lost) and only replacements are left to read from (``grouper why``, a restart)."""
         if self.admitted_at is None or self.first_pod_created is None:
             return None
-        return max(0.0, (self.admitted_at - self.first_pod_created).total_seconds())
+        span = (self.admitted_at - self.first_pod_created).total_seconds()
+        return None if span < -CLOCK_SKEW_SECONDS else max(0.0, span)
 
     def seconds_in_state(self, now: datetime) -> float:
         return max(0.0, (now - self.since).total_seconds())
@@ -159,6 +162,11 @@ def worst(states: Iterable[State | str | None]) -> State | None:
     """The worst of these states (None without any); states may be given by their names."""
     present = {State(s) for s in states if s}
     return next((s for s in WORST_FIRST if s in present), None)
+
+
+# The scheduler's admission time and the pods' creation times come from different clocks (the scheduler's,
+# the API server's): a pod created up to this long after the admission still counts as one admitted.
+CLOCK_SKEW_SECONDS = 5.0
 
 
 class GangSpecError(ValueError):

@@ -188,11 +188,6 @@ def test_admitted_waiting_then_degraded_when_a_node_goes_everywhere(
         assert workload("waits", "Waiting") is not None  # the other gang is untouched
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grouper.core.gang_state: without a previous state (grouper why, a restarted grouper) the first pod's "
-    "creation is taken from the pods present; once every pod that was admitted is gone (a node lost, the pod "
-    "GC), that is a replacement created after the admission, and the time to admission reads 0s "
-    "(GangState.time_to_admission clamps the negative span) instead of unknown"))
 def test_a_gang_whose_admitted_pods_are_all_gone_has_no_known_time_to_admission() -> None:
     """What ``grouper why`` met above, from the objects alone: the scheduler admitted the gang at 10:00:05,
     its pods were deleted with their node, the Job controller's replacement was created at 10:02:00."""
