@@ -297,6 +297,8 @@ class GangTracker:
         pgs = self.cache.informer(self.pod_group_gvk)
         pg = pgs.get(*key) if pgs is not None else None
         prev = self.states.get(key)
+        if pg is not None and not self.cache.namespace_allowed(key[0]):
+            pg = None  # --namespace-label-selector: another grouper's namespace, not this one's gangs
         if pg is None:
             self._memo.pop(key, None)
             self._memo_used.pop(key, None)

@@ -70,6 +70,10 @@ class Store:
 class Cache:
     def __init__(self) -> None:
         self.stores = {POD: Store(), PODGROUP: Store(), UPSTREAM_PG: Store()}
+        self.denied: set[str] = set()  # namespaces --namespace-label-selector leaves out
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        return namespace not in self.denied
 
     def informer(self, gvk: GVK) -> Store:
         return self.stores[gvk]
@@ -495,3 +499,15 @@ def test_small_gangs_are_never_deferred() -> None:
         w.pod(member_pod("p0"))
         w.settle()
     assert w.tracker.release_due() is None and not w.tracker._deferred
+
+
+def test_only_the_namespaces_this_grouper_groups_are_tracked() -> None:
+    """With --namespace-label-selector another grouper owns the other namespaces: their gangs are not this
+    one's (no state, no metrics, no Events)."""
+    w, _ = waiting_world()
+    assert w.tracker.get("ml", "pg-train") is not None
+    w.cache.denied.add("ml")
+    w.pg(kai_pg())
+    w.settle()
+    assert w.tracker.get("ml", "pg-train") is None
+    assert w.metrics.value("podgrouper_gangs", {"state": "Waiting", "queue": "team-a"}) in (0, None)
