@@ -4,7 +4,7 @@ event loop between watch lines): an owner walk on the cache at most, never I/O.
 - **pods** (field-selected by scheduler name): owner walk on the cache → the workload key. A pod whose
   owner kind is not cached yet is parked while that informer starts, then routed again.
 - **owner kinds and everything else grouping read**: object UID → the workloads that read it, and for
-  an object that appears, the workloads that looked for it and did not find it (``absent_key``).
+  an object that appears, the workloads that looked for it and did not find it (``Absent``).
 - **PodGroups**: a PodGroup changed or deleted by anyone but us → its workload (so it is restored).
 - **namespaces** (with ``--namespace-label-selector``): a namespace that becomes selected → its pods.
 
@@ -32,12 +32,11 @@ from grouper.kube.cache import (
     POD,
     PODGROUP,
     PRIORITY_CLASS,
+    Absent,
     ClusterCache,
+    NamedPodGroups,
     NotCached,
-    absent_key_of,
-    named_key,
     podgroup_name_prefixes,
-    retry_key,
 )
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
@@ -290,16 +289,16 @@ class EventHandlers:
             for wl in self.index.workloads_reading(o.uid(obj)):
                 self.changed(wl)
             if etype == ADDED:  # workloads that looked for it before it existed (a PriorityClass, a Job, ...)
-                self.arrived(absent_key_of(obj))
+                self.arrived(Absent.of(obj))
 
         return handler
 
-    def arrived(self, key: str) -> None:
+    def arrived(self, key: Absent) -> None:
         """An object some decisions looked for appeared: a decision that used its absence is redone with
         all its workload's pods; one that failed for it (an owner not cached yet) is retried alone."""
         for wl in self.index.workloads_reading(key):
             self.changed(wl)
-        for wl in self.index.workloads_reading(retry_key(key)):
+        for wl in self.index.workloads_reading(key.as_retry()):
             self.queue.add(wl)
 
     def changed(self, wl: WorkloadKey, *, background: bool = False) -> None:
@@ -329,11 +328,11 @@ class EventHandlers:
         for wl in self.index.workloads_reading(o.uid(pg)):
             self.changed(wl)
         if etype == ADDED:
-            self.arrived(absent_key_of(pg))
+            self.arrived(Absent.of(pg))
         owners = {str(r.get("uid") or "") for r in o.owner_references(pg)}
         for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
             ns, _, base = prefix.partition("/")
-            for wl in self.index.workloads_reading(named_key(ns, base)):
+            for wl in self.index.workloads_reading(NamedPodGroups(ns, base)):
                 # A workload's own new PodGroup is what its decisions made (when its echo beats our
                 # create's answer, it is not recognised as one): deciding again would find the same. Changed
                 # or deleted by someone else, it is news: a JobSet's decision reads the shape of the PodGroup

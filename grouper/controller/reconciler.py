@@ -36,13 +36,13 @@ from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import (
-    ABSENT_PREFIX,
     POD,
     POD_PODGROUP_INDEX,
     PODGROUP,
+    Absent,
     CacheLookups,
     ClusterCache,
-    retry_key,
+    Dependency,
 )
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
@@ -362,7 +362,7 @@ class Reconciler:
             return Result([f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"])
         mine: list[tuple[Obj, Decision]] = []
         moved: set[str] = set()
-        deps: set[str] = set(lookups.reads)
+        deps: set[Dependency] = set(lookups.reads)
         for pod, d in decided:
             actual = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner is not None else wl
             if actual != wl:  # the owner chain changed since the pod was indexed
@@ -417,14 +417,14 @@ class Reconciler:
     def _decide_one(self, pod: Obj, seen: CacheLookups, chains: SharedChains | None = None) -> Decision:
         """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
         find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
-        re-queues the workload without discarding the decisions its other pods already have."""
+        re-queues the workload without discarding the decisions its other pods already have (``Absent.retry``)."""
         lookups = self.cache.lookups()
         d = self.grouper.decide(pod, lookups, chains)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused
         seen.listed_pods = seen.listed_pods or lookups.listed_pods
         if d.outcome == "error":
-            seen.reads.update(retry_key(r) if r.startswith(ABSENT_PREFIX) else r for r in lookups.reads)
+            seen.reads.update(r.as_retry() if isinstance(r, Absent) else r for r in lookups.reads)
         else:
             seen.reads |= lookups.reads
         return d

@@ -4,8 +4,9 @@ A **workload** is a pod's top owner (or the pod itself when ownerless): the unit
 so the N pods of one Job cost one reconcile. Indexes, all maintained by the controller's loop:
 
 - pod → workload and workload → pods (from the owner walk on the cache, confirmed by each decision);
-- object UID → workloads that read it while deciding (owners, RayClusters, Revisions, ...), so a
-  change to any of them re-evaluates exactly the workloads it can affect;
+- dependency (:data:`grouper.kube.cache.Dependency`: an object's UID, or an object looked for and not
+  found, or PodGroups asked for by name) → workloads that read it while deciding (owners, RayClusters,
+  Revisions, ...), so a change to any of them re-evaluates exactly the workloads it can affect;
 - PodGroup → workload, so a PodGroup changed or deleted by someone else is put right.
 """
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from grouper.kube.cache import Dependency
 from grouper.kube.compact import Members, add_member, count, discard_member, members
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -57,8 +59,8 @@ class WorkloadIndex:
         self._pod_wl: dict[str, dict[str, WorkloadKey]] = {}  # namespace -> pod name -> workload
         # workload -> its pods: their names (the pod's namespace is the workload's), a key otherwise
         self._wl_pods: dict[WorkloadKey, Members[str | NsName]] = {}
-        self._uid_wls: dict[str, Members[WorkloadKey]] = {}
-        self._wl_uids: dict[WorkloadKey, tuple[str, ...]] = {}
+        self._uid_wls: dict[Dependency, Members[WorkloadKey]] = {}
+        self._wl_uids: dict[WorkloadKey, tuple[Dependency, ...]] = {}
         self._pg_wl: dict[NsName, WorkloadKey] = {}
         self._wl_pgs: dict[WorkloadKey, tuple[NsName, ...]] = {}
         # one key object per workload with pods (callers build a new equal one per event)
@@ -125,7 +127,7 @@ class WorkloadIndex:
 
     # ------------------------------------------------------------------ dependencies
 
-    def set_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
+    def set_dependencies(self, wl: WorkloadKey, uids: Iterable[Dependency]) -> None:
         new = {u for u in uids if u}
         old = set(self._wl_uids.get(wl, ()))
         if new == old:
@@ -140,7 +142,7 @@ class WorkloadIndex:
         else:
             self._wl_uids.pop(wl, None)
 
-    def add_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
+    def add_dependencies(self, wl: WorkloadKey, uids: Iterable[Dependency]) -> None:
         """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes)."""
         have = self._wl_uids.get(wl, ())
         known = set(have)
@@ -152,7 +154,7 @@ class WorkloadIndex:
             add_member(self._uid_wls, uid, wl)
         self._wl_uids[wl] = (*have, *new)
 
-    def workloads_reading(self, uid: str) -> set[WorkloadKey]:
+    def workloads_reading(self, uid: Dependency) -> set[WorkloadKey]:
         return set(members(self._uid_wls, uid))
 
     # ------------------------------------------------------------------ PodGroups
