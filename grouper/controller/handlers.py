@@ -25,6 +25,7 @@ from typing import Any
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.owner_chain import owner_key, resolve_owners
 from grouper.kube.cache import (
@@ -38,6 +39,7 @@ from grouper.kube.cache import (
     NotCached,
     podgroup_name_prefixes,
 )
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
@@ -53,7 +55,6 @@ log = logging.getLogger(__name__)
 # Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
 STATUS_READING_GROUPS = frozenset({"ray.io"})
 Spawn = Callable[[Any], None]
-ROUTE_CHUNK = 500  # parked pods routed between two yields to the event loop
 
 
 def strip_volatile(obj: Obj, keep_status: bool) -> Obj:
@@ -100,8 +101,10 @@ class EventHandlers:
         metrics: Metrics | None = None,
         plans: PlanCache | None = None,
         batch_window: float = 0.0,
+        tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
         self.cache, self.index, self.queue, self.store = cache, index, queue, store
+        self.tuning = tuning
         self.plans = plans if plans is not None else PlanCache()
         self.batch_window = batch_window
         self.expectations = expectations
@@ -252,25 +255,25 @@ class EventHandlers:
         waiting.add((o.namespace(pod), o.name(pod)))
 
     async def _start_kind(self, gvk: GVK) -> None:
-        delay = 1.0
+        delay = self.tuning.retry_base_seconds
         while True:
             res = await self.cache.ensure(gvk)
             log.info("informer for %s: %s", gvk, res, extra={"kind": str(gvk)})
             if res != "error":
                 break
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+            delay = min(delay * 2, self.tuning.retry_max_seconds)
         pods_inf = self.cache.informer(POD)
-        # in name order, so the pods of one owner come together and share its walk; a yield to the loop
-        # every ROUTE_CHUNK pods (after a restart tens of thousands wait for their owners' kind)
-        for i, (ns, name) in enumerate(sorted(self._parked.pop(gvk, ()))):
+        # in name order, so the pods of one owner come together and share its walk; yielding to the loop
+        # (after a restart tens of thousands wait for their owners' kind)
+        coop = Cooperative(self.tuning.route_chunk)
+        for ns, name in sorted(self._parked.pop(gvk, ())):
             pod = pods_inf.get(ns, name) if pods_inf is not None else None
             if pod is not None:
                 # first routed now: after a restart these are the listed pods, already grouped ones
                 # are re-checks for the background lane
                 self.route_pod(pod, new=True)
-            if i % ROUTE_CHUNK == ROUTE_CHUNK - 1:
-                await asyncio.sleep(0)
+            await coop.tick()
 
     # ------------------------------------------------------------------ everything else
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
@@ -44,6 +45,7 @@ from grouper.kube.cache import (
     ClusterCache,
     Dependency,
 )
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -63,16 +65,8 @@ log = logging.getLogger(__name__)
 # for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
 Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
-AWAIT_GC_SECONDS = 5.0
-# A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
-# the pod's (two streams). Wait for it quietly instead of reporting a missing owner.
-YOUNG_POD_SECONDS = 10.0
-AWAIT_CACHE_SECONDS = 1.0
-NOT_LEADER_RETRY_SECONDS = 1.0  # a pass that found the lease lost: queued again for whoever leads then
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
-PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
-YIELD_EVERY = 64  # native decisions between two yields to the event loop
 
 
 @dataclass
@@ -193,6 +187,7 @@ class Reconciler:
         plans: PlanCache | None = None,
         pod_group_concurrency: int = 16,
         incremental: bool = True,
+        tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
         """``enqueue``: queue a workload now; ``retry``: queue it after its next back-off delay (the work
         queue's ``add_rate_limited``), for a pod patch that failed after its pass ended. ``incremental``:
@@ -207,6 +202,7 @@ class Reconciler:
         self.deleted = deleted
         self.plans = plans if plans is not None else PlanCache()
         self.incremental = incremental
+        self.tuning = tuning
         # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
@@ -233,7 +229,7 @@ class Reconciler:
         try:
             result = await self._reconcile(wl)
         except NotLeader:
-            result = Result(requeue_after=NOT_LEADER_RETRY_SECONDS, not_leader=True)
+            result = Result(requeue_after=self.tuning.not_leader_retry_seconds, not_leader=True)
         if result.status != "not_leader":
             self.metrics.child(self.metrics.reconciles, result.status, result.plugin).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - t0)
@@ -398,8 +394,9 @@ class Reconciler:
             # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run.
             def decide_all() -> list[tuple[Obj, Decision]]:
                 out: list[tuple[Obj, Decision]] = []
-                for i in range(0, len(pods), PREFETCH_CHUNK):
-                    chunk = pods[i : i + PREFETCH_CHUNK]
+                step = self.tuning.decide_chunk
+                for i in range(0, len(pods), step):
+                    chunk = pods[i : i + step]
                     self.grouper.prefetch(chunk, self.cache.lookups())
                     chains.clear()  # the event loop runs on meanwhile: the cache may have changed
                     out.extend((pod, self._decide_one(pod, seen, chains)) for pod in chunk)
@@ -407,11 +404,11 @@ class Reconciler:
 
             return await asyncio.to_thread(decide_all), seen
         out = []
-        for i, pod in enumerate(pods):
+        coop = Cooperative(self.tuning.decide_chunk)  # a huge workload must not starve the workers and watches
+        for pod in pods:
             out.append((pod, self._decide_one(pod, seen, chains)))
-            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
-                chains.clear()  # (which may have changed the cache meanwhile)
+            if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
+                chains.clear()
         return out, seen
 
     def _decide_one(self, pod: Obj, seen: CacheLookups, chains: SharedChains | None = None) -> Decision:
@@ -468,7 +465,7 @@ class Reconciler:
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = awaiting_cache = transient_errors = 0
         for pod, d in plan.decided:
-            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS:
+            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < self.tuning.young_pod_seconds:
                 awaiting_cache += 1
                 continue
             self.store.record_decision(d, str(wl))
@@ -571,9 +568,9 @@ class Reconciler:
         if result.errors:
             result.terminal = not transient_errors
         elif awaiting_cache:
-            result.requeue_after = AWAIT_CACHE_SECONDS
+            result.requeue_after = self.tuning.await_cache_seconds
         elif awaiting_gc:
-            result.requeue_after = AWAIT_GC_SECONDS
+            result.requeue_after = self.tuning.await_gc_seconds
         self.store.record_workload(
             str(wl),
             pods=plan.live,

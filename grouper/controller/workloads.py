@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.kube.cache import Dependency
 from grouper.kube.compact import Members, add_member, count, discard_member, members
 from grouper.model import objects as o
@@ -204,7 +205,7 @@ class DeletedOwners:
     """Owners whose DELETED event arrived moments ago: their orphaned pods are about to be garbage
     collected, so a missing owner is "wait" (no Warning Event), not an error."""
 
-    def __init__(self, memory: float = 120.0, max_entries: int = 4096) -> None:
+    def __init__(self, memory: float = DEFAULT_TUNING.deleted_owner_seconds, max_entries: int = 4096) -> None:
         self.memory, self.max_entries = memory, max_entries
         self._at: dict[str, float] = {}
 
