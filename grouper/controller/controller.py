@@ -15,6 +15,7 @@ lease the workers are cancelled at once and every write checks the lease first.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -192,8 +193,7 @@ class Controller:
             writers=self.writers,
             store=self.store,
             metrics=metrics,
-            enqueue=self.queue.add,
-            retry=self.queue.add_rate_limited,
+            queue=self.queue,
             deleted=self.deleted,
             plans=self.plans,
             pod_group_concurrency=settings.max_concurrent_reconciles,
@@ -222,7 +222,8 @@ class Controller:
         # decision of the workloads it names; a new leader only checks every workload (its kept decisions
         # stand: the handlers invalidate them on every change, leader or not). In the background lane.
         self.resync = Resyncer(
-            self.index, self.handlers.recheck, reroute=self._reroute, check=self.handlers.check,
+            self.index, functools.partial(self.handlers.changed, background=True), reroute=self._reroute,
+            check=self.handlers.check,
             debounce=settings.resync_debounce, chunk=tuning.resync_chunk,
         )
         self.karta_sync: KartaSync | None = None

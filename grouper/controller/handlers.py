@@ -310,9 +310,6 @@ class EventHandlers:
         self.plans.invalidate(wl)
         self.queue.add(wl, background=background)
 
-    def recheck(self, wl: WorkloadKey) -> None:
-        self.changed(wl, background=True)
-
     def check(self, wl: WorkloadKey) -> None:
         """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: they hold
         until something they read changes (which drops them), leader or not."""

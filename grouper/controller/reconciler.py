@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
+from grouper.controller.queue import WorkQueue
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
@@ -181,24 +182,22 @@ class Reconciler:
         writers: Writers,
         store: DecisionStore,
         metrics: Metrics,
-        enqueue: Callable[[WorkloadKey], None],
-        retry: Callable[[WorkloadKey], Any] | None = None,
+        queue: WorkQueue[WorkloadKey],
         deleted: DeletedOwners,
         plans: PlanCache | None = None,
         pod_group_concurrency: int = 16,
         incremental: bool = True,
         tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
-        """``enqueue``: queue a workload now; ``retry``: queue it after its next back-off delay (the work
-        queue's ``add_rate_limited``), for a pod patch that failed after its pass ended. ``incremental``:
+        """``queue``: where a pass queues other workloads (a pod moved to another, the last patch of a workload
+        landed) and, with back-off, a workload whose pod patch failed after its pass ended. ``incremental``:
         a pass starts from the last plan carried out and looks again only at the pods touched since
         (False: every pass plans every pod — the definition the planning property test holds it to)."""
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.upstream = writers.upstream
         self.store, self.metrics = store, metrics
-        self.enqueue = enqueue
-        self.retry = retry or enqueue
+        self.queue = queue
         self.deleted = deleted
         self.plans = plans if plans is not None else PlanCache()
         self.incremental = incremental
@@ -363,7 +362,7 @@ class Reconciler:
             actual = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner is not None else wl
             if actual != wl:  # the owner chain changed since the pod was indexed
                 self.index.set_pod((o.namespace(pod), o.name(pod)), actual)
-                self.enqueue(actual)
+                self.queue.add(actual)
                 moved.add(o.name(pod))
                 continue
             mine.append((pod, d))
@@ -593,7 +592,7 @@ class Reconciler:
                 owing = self._owed_pods.pop(key, None)
                 if owing is not None:
                     self.index.touch(owing, key)  # its next pass looks at it again
-                    self.enqueue(owing)
+                    self.queue.add(owing)
                 left = self._in_flight.get(wl, 1) - 1
                 if left > 0:
                     self._in_flight[wl] = left
@@ -601,7 +600,7 @@ class Reconciler:
                     self._in_flight.pop(wl, None)
                     if wl in self._owed:
                         self._owed.discard(wl)
-                        self.enqueue(wl)
+                        self.queue.add(wl)
 
         return landed
 
@@ -635,7 +634,7 @@ class Reconciler:
         if workload_obj.uid != o.uid(pod):
             await self.recorder.report(workload_obj, f"Pod/{name}", msg)
         if first and retryable:
-            self.retry(wl)
+            self.queue.add_after(wl, self.queue.backoff(wl))
 
     async def settle(self, timeout: float = 0.0) -> None:
         """Let the pod patches on their way land (up to ``timeout`` seconds), then cancel the rest: on
