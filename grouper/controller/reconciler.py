@@ -239,7 +239,8 @@ class Reconciler:
             return await self.groups.reconcile(wl)
         touched = self.index.take_touched(wl)
         last = self.plans.take_last(wl) if self.incremental and self.upstream is None else None
-        if last is not None and all(ns == wl.namespace for ns, _ in touched):
+        # (touched None: too many to list, or the workload had no pods left: the full path)
+        if last is not None and touched is not None and all(ns == wl.namespace for ns, _ in touched):
             live, gone, terminal = self._touched_pods(wl, last, touched)
             if live or terminal or not last[0].pods.keys() <= gone:
                 plan = await self.plan(wl, live, (last[0], gone))

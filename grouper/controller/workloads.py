@@ -67,8 +67,8 @@ class WorkloadIndex:
         # one key object per workload with pods (callers build a new equal one per event)
         self._keys: dict[WorkloadKey, WorkloadKey] = {}
         # workload -> pods routed to it, away from it or gone since its last pass took them (the pass looks
-        # again at these only: :meth:`take_touched`)
-        self._touched: dict[WorkloadKey, set[NsName]] = {}
+        # again at these only: :meth:`take_touched`); None: too many to list, the next pass looks at every pod
+        self._touched: dict[WorkloadKey, set[NsName] | None] = {}
 
     # ------------------------------------------------------------------ pods
 
@@ -102,17 +102,29 @@ class WorkloadIndex:
         return wl
 
     def touch(self, wl: WorkloadKey, pod: NsName) -> None:
-        """The pod changed for ``wl`` (routed to it again, moved, gone, its decision owed a look)."""
-        self._touched.setdefault(wl, set()).add(pod)
+        """The pod changed for ``wl`` (routed to it again, moved, gone, its decision owed a look).
 
-    def take_touched(self, wl: WorkloadKey) -> set[NsName]:
-        """The pods touched for ``wl`` since the last call (for its pass)."""
+        Bounded (a standby records and never takes them): past twice the workload's pods (+64), or once the
+        workload has no pods left, the list becomes "every pod" (its next pass plans every pod, or forgets
+        the workload)."""
+        touched = self._touched.get(wl, ())
+        if touched is None:
+            return
+        if not touched:
+            touched = self._touched[wl] = set()
+        touched.add(pod)
+        if len(touched) > 2 * count(self._wl_pods, wl) + 64:
+            self._touched[wl] = None
+
+    def take_touched(self, wl: WorkloadKey) -> set[NsName] | None:
+        """The pods touched for ``wl`` since the last call (for its pass); None: every pod."""
         return self._touched.pop(wl, set())
 
     def _discard_pod(self, wl: WorkloadKey, pod: NsName) -> None:
         discard_member(self._wl_pods, wl, self._member(pod, wl))
         if wl not in self._wl_pods:
             self._keys.pop(wl, None)
+            self._touched[wl] = None  # no pods left: the pods gone are not listed, its next pass plans every pod
 
     def workload_of(self, pod: NsName) -> WorkloadKey | None:
         return self._pod_wl.get(pod[0], {}).get(pod[1])
@@ -198,6 +210,7 @@ class WorkloadIndex:
             "pods": sum(len(v) for v in self._pod_wl.values()),
             "workloads": len(self.workloads()),
             "dependencies": len(self._uid_wls),
+            "touched": sum(len(t) for t in self._touched.values() if t is not None),
         }
 
 
