@@ -32,7 +32,6 @@ from grouper.kube.cache import (
     NAMESPACE,
     POD,
     PODGROUP,
-    PRIORITY_CLASS,
     Absent,
     ClusterCache,
     NamedPodGroups,
@@ -125,8 +124,6 @@ class EventHandlers:
             informer.add_handler(self.on_pod_group)
         elif gvk == NAMESPACE:
             informer.add_handler(self.on_namespace)
-        elif gvk == PRIORITY_CLASS:
-            informer.add_handler(self.object_handler(gvk))
         else:
             informer.add_handler(self.object_handler(gvk))
 
