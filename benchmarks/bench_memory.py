@@ -51,13 +51,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
-from grouper.controller.plans import IDLE_SECONDS, PlanCache  # noqa: E402
+from grouper.controller.plans import PlanCache  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
     PODGROUP_OWNER_INDEX,
     decision_dependencies,
     podgroup_owner_uids,
 )
 from grouper.controller.supervisor import Supervisor  # noqa: E402
+from grouper.controller.tuning import DEFAULT_TUNING  # noqa: E402
 from grouper.controller.workloads import WorkloadKey  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
 from grouper.core.workload_plan import assemble, merge_decisions  # noqa: E402
@@ -369,7 +370,7 @@ def rss_bytes() -> int:
 
 
 MEMO_PLACES = (f"PlanCache: each pod's kept decision, the views it shares and the last plan carried out "
-               f"(dropped after {IDLE_SECONDS:.0f} s idle)")
+               f"(dropped after {DEFAULT_TUNING.kept_idle_seconds:.0f} s idle)")
 WITH_GROUPS = "  + PodGroup and workload records, PodGroup cache"
 GANG_STATES = "gang states (one per PodGroup)"
 
@@ -664,7 +665,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "target_bytes_per_pod": round(target / n_pods),
         "target_parts": target_parts,
         "target_with_memo_bytes_per_pod": round(with_memo / n_pods),
-        "memo_idle_seconds": IDLE_SECONDS,
+        "memo_idle_seconds": DEFAULT_TUNING.kept_idle_seconds,
         "with_pod_group_records_per_pod": round(with_groups / n_pods),
         "gang_memo_bytes_per_pod_while_busy": round(gang_memo_bytes / n_pods),
         "total_traced_per_pod": round(total / n_pods),

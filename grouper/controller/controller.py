@@ -15,6 +15,7 @@ lease the workers are cancelled at once and every write checks the lease first.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from grouper.controller.reconciler import (
 )
 from grouper.controller.resync import Kinds, Resyncer
 from grouper.controller.supervisor import Supervisor
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -55,6 +57,7 @@ from grouper.kube.cache import (
     PodShape,
     pod_group_names,
 )
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import Informer
 from grouper.kube.leader import LeaderElector
@@ -89,6 +92,7 @@ class ControllerSettings:
     allowed_kinds: frozenset[tuple[str, str]] | None = None  # (group, kind) owners/objects to cache; None: any
     backend: str = "kai"  # "upstream": write scheduling.k8s.io Workload + PodGroups instead of KAI's
     workload_info_metrics: bool = False  # podgrouper_workload_info: one series per workload
+    tuning: Tuning = DEFAULT_TUNING  # the knobs that are not flags (controller/tuning.py)
 
 
 class Controller:
@@ -141,9 +145,12 @@ class Controller:
         )
         self.cache.on_informer.append(self._attach)
         self.index = WorkloadIndex()
-        self.queue: WorkQueue[WorkloadKey] = WorkQueue(metrics=metrics)
+        tuning = settings.tuning
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
+            base_delay=tuning.retry_base_seconds, max_delay=tuning.retry_max_seconds, metrics=metrics
+        )
         self.expectations = WriteExpectations()
-        self.deleted = DeletedOwners()
+        self.deleted = DeletedOwners(tuning.deleted_owner_seconds)
         self.recorder = EventRecorder(client, can_write=self.can_write)
         self.writers = Writers(
             pod_groups=PodGroupWriter(
@@ -178,7 +185,7 @@ class Controller:
         # the gang state of every PodGroup (issue 39): marked dirty by pod/PodGroup events, computed in its task
         self.gangs = GangTracker(self.cache, metrics=metrics, recorder=self.recorder)
         metrics.add_gang_source(self.gangs, workload_info=settings.workload_info_metrics)
-        self.plans = PlanCache()
+        self.plans = PlanCache(tuning.kept_idle_seconds, settle_min_pods=tuning.settle_min_pods)
         self.reconciler = Reconciler(
             cache=self.cache,
             index=self.index,
@@ -186,11 +193,11 @@ class Controller:
             writers=self.writers,
             store=self.store,
             metrics=metrics,
-            enqueue=self.queue.add,
-            retry=self.queue.add_rate_limited,
+            queue=self.queue,
             deleted=self.deleted,
             plans=self.plans,
             pod_group_concurrency=settings.max_concurrent_reconciles,
+            tuning=tuning,
         )
         self.handlers = EventHandlers(
             cache=self.cache,
@@ -203,6 +210,7 @@ class Controller:
             metrics=metrics,
             plans=self.plans,
             batch_window=settings.batch_window,
+            tuning=tuning,
         )
         # WorkloadGroups (either backend): a group's key is reconciled by them; a member's pass hands over to it
         self.groups: WorkloadGroups | None = WorkloadGroups(
@@ -214,8 +222,9 @@ class Controller:
         # decision of the workloads it names; a new leader only checks every workload (its kept decisions
         # stand: the handlers invalidate them on every change, leader or not). In the background lane.
         self.resync = Resyncer(
-            self.index, self.handlers.recheck, reroute=self._reroute, check=self.handlers.check,
-            debounce=settings.resync_debounce,
+            self.index, functools.partial(self.handlers.changed, background=True), reroute=self._reroute,
+            check=self.handlers.check,
+            debounce=settings.resync_debounce, chunk=tuning.resync_chunk,
         )
         self.karta_sync: KartaSync | None = None
         if definitions is not None:
@@ -328,7 +337,8 @@ class Controller:
             while self.handlers.routing() and self._warming:
                 await asyncio.sleep(0.05)
             found = 0
-            for i, wl in enumerate(self.index.workloads()):
+            coop = Cooperative(self.settings.tuning.warm_up_chunk)  # a native workload's decisions do not yield
+            for wl in self.index.workloads():
                 # Not cancelled when leading starts: a cancelled pass could stop an informer's start half-way.
                 # The workload being decided then may be reconciled meanwhile; both decide from the same caches.
                 if not self._warming:
@@ -340,8 +350,7 @@ class Controller:
                                   extra={"workload": str(wl)})
                     continue
                 found, workloads, pods = found + n, workloads + bool(n), pods + n
-                if i % 16 == 15:
-                    await asyncio.sleep(0)  # a native workload's decisions do not yield by themselves
+                await coop.tick()
             if not found and not self.handlers.routing():
                 break
         self._warming = False

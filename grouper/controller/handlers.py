@@ -4,7 +4,7 @@ event loop between watch lines): an owner walk on the cache at most, never I/O.
 - **pods** (field-selected by scheduler name): owner walk on the cache → the workload key. A pod whose
   owner kind is not cached yet is parked while that informer starts, then routed again.
 - **owner kinds and everything else grouping read**: object UID → the workloads that read it, and for
-  an object that appears, the workloads that looked for it and did not find it (``absent_key``).
+  an object that appears, the workloads that looked for it and did not find it (``Absent``).
 - **PodGroups**: a PodGroup changed or deleted by anyone but us → its workload (so it is restored).
 - **namespaces** (with ``--namespace-label-selector``): a namespace that becomes selected → its pods.
 
@@ -25,20 +25,20 @@ from typing import Any
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import is_terminal
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.owner_chain import owner_key, resolve_owners
 from grouper.kube.cache import (
     NAMESPACE,
     POD,
     PODGROUP,
-    PRIORITY_CLASS,
+    Absent,
     ClusterCache,
+    NamedPodGroups,
     NotCached,
-    absent_key_of,
-    named_key,
     podgroup_name_prefixes,
-    retry_key,
 )
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 # Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
 STATUS_READING_GROUPS = frozenset({"ray.io"})
 Spawn = Callable[[Any], None]
-ROUTE_CHUNK = 500  # parked pods routed between two yields to the event loop
 
 
 def strip_volatile(obj: Obj, keep_status: bool) -> Obj:
@@ -101,8 +100,10 @@ class EventHandlers:
         metrics: Metrics | None = None,
         plans: PlanCache | None = None,
         batch_window: float = 0.0,
+        tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
         self.cache, self.index, self.queue, self.store = cache, index, queue, store
+        self.tuning = tuning
         self.plans = plans if plans is not None else PlanCache()
         self.batch_window = batch_window
         self.expectations = expectations
@@ -123,8 +124,6 @@ class EventHandlers:
             informer.add_handler(self.on_pod_group)
         elif gvk == NAMESPACE:
             informer.add_handler(self.on_namespace)
-        elif gvk == PRIORITY_CLASS:
-            informer.add_handler(self.object_handler(gvk))
         else:
             informer.add_handler(self.object_handler(gvk))
 
@@ -253,25 +252,25 @@ class EventHandlers:
         waiting.add((o.namespace(pod), o.name(pod)))
 
     async def _start_kind(self, gvk: GVK) -> None:
-        delay = 1.0
+        delay = self.tuning.retry_base_seconds
         while True:
             res = await self.cache.ensure(gvk)
             log.info("informer for %s: %s", gvk, res, extra={"kind": str(gvk)})
             if res != "error":
                 break
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+            delay = min(delay * 2, self.tuning.retry_max_seconds)
         pods_inf = self.cache.informer(POD)
-        # in name order, so the pods of one owner come together and share its walk; a yield to the loop
-        # every ROUTE_CHUNK pods (after a restart tens of thousands wait for their owners' kind)
-        for i, (ns, name) in enumerate(sorted(self._parked.pop(gvk, ()))):
+        # in name order, so the pods of one owner come together and share its walk; yielding to the loop
+        # (after a restart tens of thousands wait for their owners' kind)
+        coop = Cooperative(self.tuning.route_chunk)
+        for ns, name in sorted(self._parked.pop(gvk, ())):
             pod = pods_inf.get(ns, name) if pods_inf is not None else None
             if pod is not None:
                 # first routed now: after a restart these are the listed pods, already grouped ones
                 # are re-checks for the background lane
                 self.route_pod(pod, new=True)
-            if i % ROUTE_CHUNK == ROUTE_CHUNK - 1:
-                await asyncio.sleep(0)
+            await coop.tick()
 
     # ------------------------------------------------------------------ everything else
 
@@ -290,16 +289,16 @@ class EventHandlers:
             for wl in self.index.workloads_reading(o.uid(obj)):
                 self.changed(wl)
             if etype == ADDED:  # workloads that looked for it before it existed (a PriorityClass, a Job, ...)
-                self.arrived(absent_key_of(obj))
+                self.arrived(Absent.of(obj))
 
         return handler
 
-    def arrived(self, key: str) -> None:
+    def arrived(self, key: Absent) -> None:
         """An object some decisions looked for appeared: a decision that used its absence is redone with
         all its workload's pods; one that failed for it (an owner not cached yet) is retried alone."""
         for wl in self.index.workloads_reading(key):
             self.changed(wl)
-        for wl in self.index.workloads_reading(retry_key(key)):
+        for wl in self.index.workloads_reading(key.as_retry()):
             self.queue.add(wl)
 
     def changed(self, wl: WorkloadKey, *, background: bool = False) -> None:
@@ -307,9 +306,6 @@ class EventHandlers:
         ``background``: a re-check of everything (a resync), queued behind new work."""
         self.plans.invalidate(wl)
         self.queue.add(wl, background=background)
-
-    def recheck(self, wl: WorkloadKey) -> None:
-        self.changed(wl, background=True)
 
     def check(self, wl: WorkloadKey) -> None:
         """Compare ``wl`` with the cluster once, behind new work, keeping its kept decisions: they hold
@@ -329,11 +325,11 @@ class EventHandlers:
         for wl in self.index.workloads_reading(o.uid(pg)):
             self.changed(wl)
         if etype == ADDED:
-            self.arrived(absent_key_of(pg))
+            self.arrived(Absent.of(pg))
         owners = {str(r.get("uid") or "") for r in o.owner_references(pg)}
         for prefix in podgroup_name_prefixes(pg):  # workloads that asked for PodGroups named like it
             ns, _, base = prefix.partition("/")
-            for wl in self.index.workloads_reading(named_key(ns, base)):
+            for wl in self.index.workloads_reading(NamedPodGroups(ns, base)):
                 # A workload's own new PodGroup is what its decisions made (when its echo beats our
                 # create's answer, it is not recognised as one): deciding again would find the same. Changed
                 # or deleted by someone else, it is news: a JobSet's decision reads the shape of the PodGroup

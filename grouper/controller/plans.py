@@ -7,14 +7,14 @@ and the resyncer). A kept decision is only ever used for the very pod it was mad
 planning property test (``tests/controller/test_plan_property.py``) holds that in place.
 
 With the decisions, an entry holds the last plan a pass carried out in full (no error, nothing held or
-waiting: :meth:`PlanCache.settle`; workloads of ``SETTLE_MIN_PODS`` pods or more): the next pass starts from it and looks again only at the pods whose
+waiting: :meth:`PlanCache.settle`; workloads of ``Tuning.settle_min_pods`` pods or more): the next pass starts from it and looks again only at the pods whose
 events reached it (the workload index's touched pods, :func:`grouper.core.workload_plan.update`), so a pass
 costs what changed, not the workload. A pass takes it (:meth:`PlanCache.take_last`), so a pass cut short
 leaves the next one to plan every pod; so does a PodGroup changed by someone else and a resync's check
 (:meth:`PlanCache.unsettle`), and anything that drops the decisions.
 
 Kept decisions pay while a workload's pods arrive (a burst, a scale-up); a settled workload's next change
-is rare and costs one plan that decides every pod. So a workload's entry not used for ``idle_seconds`` is
+is rare and costs one plan that decides every pod. So a workload's entry not used for ``Tuning.kept_idle_seconds`` is
 dropped: memory grows with the workloads being reconciled, not with the cluster
 (``benchmarks/bench_memory.py``). Time-based, not a size cap: a cap smaller than the pods of the workloads
 active at once would drop entries still in use and re-decide whole workloads on every pass.
@@ -27,14 +27,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 
+from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.workload_plan import Kept, WorkloadPlan
 from grouper.model.objects import Obj
 
-IDLE_SECONDS = 120.0
-# Workloads of fewer live pods keep no plan to start from: a pass over all of them costs less than what the
-# plan would keep meanwhile (its PodGroups and maps: ~3 KB a workload, ~450 B a pod at 7 pods a workload)
-SETTLE_MIN_PODS = 32
 UNSEEN: Obj = {}  # a pod of a settled plan: not looked at since (read it from the cache)
 
 
@@ -48,8 +45,8 @@ class _Entry:
 
 class PlanCache:
     def __init__(
-        self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic,
-        settle_min_pods: int = SETTLE_MIN_PODS,
+        self, idle_seconds: float = DEFAULT_TUNING.kept_idle_seconds, clock: Callable[[], float] = time.monotonic,
+        settle_min_pods: int = DEFAULT_TUNING.settle_min_pods,
     ) -> None:
         self.idle_seconds, self._clock, self.settle_min_pods = idle_seconds, clock, settle_min_pods
         # workload -> (its kept decisions by pod name, when last used), least recently used first
@@ -121,4 +118,4 @@ class PlanCache:
         return len(self._kept)
 
 
-__all__ = ["IDLE_SECONDS", "SETTLE_MIN_PODS", "UNSEEN", "PlanCache"]
+__all__ = ["UNSEEN", "PlanCache"]

@@ -3,8 +3,10 @@
 - **De-duplication**: a key waiting in the queue is held once, however often it is added.
 - **No concurrent processing of one key**: a key added while a worker processes it is marked dirty and
   handed out again only after :meth:`done` — so a burst of events for one workload costs one extra pass.
-- **Per-key exponential back-off** for failures (:meth:`add_rate_limited`): ``base * 2**n`` capped at
-  ``max_delay`` (1 s … 60 s like upstream's podgrouper), reset by :meth:`forget` after a success.
+- **Three ways in**: :meth:`add` (now), :meth:`add_after` (after a delay) and ``add(key, background=True)``.
+- **Per-key exponential back-off** for failures (:meth:`backoff`, the delay a failure re-queues after):
+  ``base * 2**n`` capped at ``max_delay`` (1 s … 60 s like upstream's podgrouper), reset by :meth:`forget`
+  after a success.
 - **Delayed adds** keep only the earliest pending time per key.
 - **A background lane** (``add(key, background=True)``): re-checks of workloads already grouped (after a
   restart, a periodic resync) wait behind everything else, so a new workload is not queued behind 20,000
@@ -93,15 +95,14 @@ class WorkQueue(Generic[K]):
         self._delayed.pop(key, None)
         self.add(key)
 
-    def add_rate_limited(self, key: K) -> float:
-        """Re-queue after this key's next back-off delay; returns the delay."""
+    def backoff(self, key: K) -> float:
+        """A failure of ``key``: its next back-off delay (counted: the next one is twice as long, until
+        :meth:`forget`), for :meth:`add_after` — client-go's ``AddRateLimited`` is ``add_after(k, backoff(k))``."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = min(self.base_delay * (2**n), self.max_delay)
         if self.metrics is not None:
             self.metrics.workqueue_retries.inc()
-        self.add_after(key, delay)
-        return delay
+        return min(self.base_delay * (2**n), self.max_delay)
 
     def forget(self, key: K) -> None:
         self._failures.pop(key, None)

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
+from grouper.controller.queue import WorkQueue
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
@@ -36,14 +38,15 @@ from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import (
-    ABSENT_PREFIX,
     POD,
     POD_PODGROUP_INDEX,
     PODGROUP,
+    Absent,
     CacheLookups,
     ClusterCache,
-    retry_key,
+    Dependency,
 )
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -63,16 +66,8 @@ log = logging.getLogger(__name__)
 # for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
 Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
-AWAIT_GC_SECONDS = 5.0
-# A pod seconds old whose owner is not in the cache yet: the owner's watch event is usually just behind
-# the pod's (two streams). Wait for it quietly instead of reporting a missing owner.
-YOUNG_POD_SECONDS = 10.0
-AWAIT_CACHE_SECONDS = 1.0
-NOT_LEADER_RETRY_SECONDS = 1.0  # a pass that found the lease lost: queued again for whoever leads then
 PODGROUP_OWNER_INDEX = "owner-uid"
 POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
-PREFETCH_CHUNK = 64  # pods of a Karta workload whose jq goes to the sandbox in one run
-YIELD_EVERY = 64  # native decisions between two yields to the event loop
 
 
 @dataclass
@@ -187,26 +182,26 @@ class Reconciler:
         writers: Writers,
         store: DecisionStore,
         metrics: Metrics,
-        enqueue: Callable[[WorkloadKey], None],
-        retry: Callable[[WorkloadKey], Any] | None = None,
+        queue: WorkQueue[WorkloadKey],
         deleted: DeletedOwners,
         plans: PlanCache | None = None,
         pod_group_concurrency: int = 16,
         incremental: bool = True,
+        tuning: Tuning = DEFAULT_TUNING,
     ) -> None:
-        """``enqueue``: queue a workload now; ``retry``: queue it after its next back-off delay (the work
-        queue's ``add_rate_limited``), for a pod patch that failed after its pass ended. ``incremental``:
+        """``queue``: where a pass queues other workloads (a pod moved to another, the last patch of a workload
+        landed) and, with back-off, a workload whose pod patch failed after its pass ended. ``incremental``:
         a pass starts from the last plan carried out and looks again only at the pods touched since
         (False: every pass plans every pod — the definition the planning property test holds it to)."""
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.upstream = writers.upstream
         self.store, self.metrics = store, metrics
-        self.enqueue = enqueue
-        self.retry = retry or enqueue
+        self.queue = queue
         self.deleted = deleted
         self.plans = plans if plans is not None else PlanCache()
         self.incremental = incremental
+        self.tuning = tuning
         # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
@@ -233,7 +228,7 @@ class Reconciler:
         try:
             result = await self._reconcile(wl)
         except NotLeader:
-            result = Result(requeue_after=NOT_LEADER_RETRY_SECONDS, not_leader=True)
+            result = Result(requeue_after=self.tuning.not_leader_retry_seconds, not_leader=True)
         if result.status != "not_leader":
             self.metrics.child(self.metrics.reconciles, result.status, result.plugin).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - t0)
@@ -244,7 +239,8 @@ class Reconciler:
             return await self.groups.reconcile(wl)
         touched = self.index.take_touched(wl)
         last = self.plans.take_last(wl) if self.incremental and self.upstream is None else None
-        if last is not None and all(ns == wl.namespace for ns, _ in touched):
+        # (touched None: too many to list, or the workload had no pods left: the full path)
+        if last is not None and touched is not None and all(ns == wl.namespace for ns, _ in touched):
             live, gone, terminal = self._touched_pods(wl, last, touched)
             if live or terminal or not last[0].pods.keys() <= gone:
                 plan = await self.plan(wl, live, (last[0], gone))
@@ -362,12 +358,12 @@ class Reconciler:
             return Result([f"cannot watch {', '.join(map(str, sorted(lookups.misses)))}"])
         mine: list[tuple[Obj, Decision]] = []
         moved: set[str] = set()
-        deps: set[str] = set(lookups.reads)
+        deps: set[Dependency] = set(lookups.reads)
         for pod, d in decided:
             actual = WorkloadKey.of_ref(d.top_owner, d.pod_namespace) if d.top_owner is not None else wl
             if actual != wl:  # the owner chain changed since the pod was indexed
                 self.index.set_pod((o.namespace(pod), o.name(pod)), actual)
-                self.enqueue(actual)
+                self.queue.add(actual)
                 moved.add(o.name(pod))
                 continue
             mine.append((pod, d))
@@ -398,8 +394,9 @@ class Reconciler:
             # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run.
             def decide_all() -> list[tuple[Obj, Decision]]:
                 out: list[tuple[Obj, Decision]] = []
-                for i in range(0, len(pods), PREFETCH_CHUNK):
-                    chunk = pods[i : i + PREFETCH_CHUNK]
+                step = self.tuning.decide_chunk
+                for i in range(0, len(pods), step):
+                    chunk = pods[i : i + step]
                     self.grouper.prefetch(chunk, self.cache.lookups())
                     chains.clear()  # the event loop runs on meanwhile: the cache may have changed
                     out.extend((pod, self._decide_one(pod, seen, chains)) for pod in chunk)
@@ -407,24 +404,24 @@ class Reconciler:
 
             return await asyncio.to_thread(decide_all), seen
         out = []
-        for i, pod in enumerate(pods):
+        coop = Cooperative(self.tuning.decide_chunk)  # a huge workload must not starve the workers and watches
+        for pod in pods:
             out.append((pod, self._decide_one(pod, seen, chains)))
-            if i % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # a huge workload must not starve the other workers and the watches
-                chains.clear()  # (which may have changed the cache meanwhile)
+            if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
+                chains.clear()
         return out, seen
 
     def _decide_one(self, pod: Obj, seen: CacheLookups, chains: SharedChains | None = None) -> Decision:
         """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
         find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
-        re-queues the workload without discarding the decisions its other pods already have."""
+        re-queues the workload without discarding the decisions its other pods already have (``Absent.retry``)."""
         lookups = self.cache.lookups()
         d = self.grouper.decide(pod, lookups, chains)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused
         seen.listed_pods = seen.listed_pods or lookups.listed_pods
         if d.outcome == "error":
-            seen.reads.update(retry_key(r) if r.startswith(ABSENT_PREFIX) else r for r in lookups.reads)
+            seen.reads.update(r.as_retry() if isinstance(r, Absent) else r for r in lookups.reads)
         else:
             seen.reads |= lookups.reads
         return d
@@ -468,7 +465,7 @@ class Reconciler:
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = awaiting_cache = transient_errors = 0
         for pod, d in plan.decided:
-            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS:
+            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < self.tuning.young_pod_seconds:
                 awaiting_cache += 1
                 continue
             self.store.record_decision(d, str(wl))
@@ -571,9 +568,9 @@ class Reconciler:
         if result.errors:
             result.terminal = not transient_errors
         elif awaiting_cache:
-            result.requeue_after = AWAIT_CACHE_SECONDS
+            result.requeue_after = self.tuning.await_cache_seconds
         elif awaiting_gc:
-            result.requeue_after = AWAIT_GC_SECONDS
+            result.requeue_after = self.tuning.await_gc_seconds
         self.store.record_workload(
             str(wl),
             pods=plan.live,
@@ -596,7 +593,7 @@ class Reconciler:
                 owing = self._owed_pods.pop(key, None)
                 if owing is not None:
                     self.index.touch(owing, key)  # its next pass looks at it again
-                    self.enqueue(owing)
+                    self.queue.add(owing)
                 left = self._in_flight.get(wl, 1) - 1
                 if left > 0:
                     self._in_flight[wl] = left
@@ -604,7 +601,7 @@ class Reconciler:
                     self._in_flight.pop(wl, None)
                     if wl in self._owed:
                         self._owed.discard(wl)
-                        self.enqueue(wl)
+                        self.queue.add(wl)
 
         return landed
 
@@ -638,7 +635,7 @@ class Reconciler:
         if workload_obj.uid != o.uid(pod):
             await self.recorder.report(workload_obj, f"Pod/{name}", msg)
         if first and retryable:
-            self.retry(wl)
+            self.queue.add_after(wl, self.queue.backoff(wl))
 
     async def settle(self, timeout: float = 0.0) -> None:
         """Let the pod patches on their way land (up to ``timeout`` seconds), then cancel the rest: on

@@ -13,7 +13,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
+from grouper.kube.cooperative import Cooperative
 
 log = logging.getLogger(__name__)
 Kinds = frozenset[tuple[str, str]]  # (group, kind); empty = every workload
@@ -28,7 +30,7 @@ class Resyncer:
         reroute: Callable[[Kinds], Iterable[None]] | None = None,
         check: Callable[[WorkloadKey], None] | None = None,
         debounce: float = 0.5,
-        chunk: int = 500,
+        chunk: int = DEFAULT_TUNING.resync_chunk,
     ) -> None:
         """``enqueue`` queues a workload whose decisions a change may have made stale; ``check`` (default:
         ``enqueue``) one only to be compared with the cluster (:meth:`now`)."""
@@ -65,10 +67,10 @@ class Resyncer:
         self._enqueue_task = asyncio.get_running_loop().create_task(self._enqueue(workloads), name="resync-all")
 
     async def _enqueue(self, workloads: list[WorkloadKey]) -> None:
-        for i, wl in enumerate(workloads):
+        coop = Cooperative(self.chunk)
+        for wl in workloads:
             self.check(wl)
-            if i % self.chunk == self.chunk - 1:
-                await asyncio.sleep(0)
+            await coop.tick()
 
     @property
     def pending(self) -> bool:
@@ -84,20 +86,17 @@ class Resyncer:
 
     async def _pass(self, scope: Kinds) -> None:
         self.passes += 1
-        n = 0
+        coop = Cooperative(self.chunk)
         if self.reroute is not None:
             for _ in self.reroute(scope):  # pods whose owner walk the change can affect
-                n += 1
-                if n % self.chunk == 0:
-                    await asyncio.sleep(0)
+                await coop.tick()
         queued = 0
         for wl in self.index.workloads():
             if scope and (wl.group, wl.kind) not in scope:
                 continue
             self.enqueue(wl)
             queued += 1
-            if queued % self.chunk == 0:
-                await asyncio.sleep(0)
+            await coop.tick()
         log.debug("resync: %d workloads re-queued", queued, extra={"scope": sorted(scope) or "all"})
 
     async def stop(self) -> None:

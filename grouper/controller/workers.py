@@ -90,7 +90,7 @@ class WorkerPool:
         """controller-runtime's rules: an error backs off (its count grows until a pass succeeds), a terminal
         error waits for a change of an input, ``requeue_after`` comes back after that delay."""
         if result.errors and not result.terminal:
-            self.queue.add_rate_limited(wl)
+            self.queue.add_after(wl, self.queue.backoff(wl))
             return
         self.queue.forget(wl)
         if result.requeue_after is not None:

@@ -34,10 +34,8 @@ from typing import Any
 
 from grouper.controller.handlers import strip_volatile
 from grouper.controller.reconciler import (
-    AWAIT_CACHE_SECONDS,
     OWNER_GONE_REASONS,
     PODGROUP_OWNER_INDEX,
-    YOUNG_POD_SECONDS,
     Reconciler,
     Result,
     _age,
@@ -72,7 +70,6 @@ from grouper.writer.pods import PatchResult
 log = logging.getLogger(__name__)
 
 WORKLOADGROUP = GVK(wg.GROUP, wg.VERSION, wg.KIND)
-ROUTING_RETRY_SECONDS = 0.5
 CAUSE = "WorkloadGroup"
 
 
@@ -231,7 +228,7 @@ class WorkloadGroups:
 
     async def reconcile(self, key: WorkloadKey) -> Result:
         if self.routing():
-            return Result(requeue_after=ROUTING_RETRY_SECONDS)
+            return Result(requeue_after=self.reconciler.tuning.routing_retry_seconds)
         ns, name = key.namespace, key.name
         obj = self._group_object(ns, name)
         candidates = self._candidates(ns, name)
@@ -275,11 +272,12 @@ class WorkloadGroups:
                 if plan.errors or plan.requeue_after is not None:
                     return Result(list(plan.errors), requeue_after=plan.requeue_after)
                 continue
-            if any(d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < YOUNG_POD_SECONDS
+            if any(d.outcome == "error" and d.reason in OWNER_GONE_REASONS
+                   and _age(pod) < self.reconciler.tuning.young_pod_seconds
                    for pod, d in plan.decided):
                 # a new pod whose owner's watch event is just behind (as the workload's own pass does): wait
                 # quietly rather than report the group invalid for a moment
-                return Result(requeue_after=AWAIT_CACHE_SECONDS)
+                return Result(requeue_after=self.reconciler.tuning.await_cache_seconds)
             out.plans[wl] = plan
             out.decisions.extend(d for _, d in plan.decided)
             out.groups.extend(plan.groups)

@@ -4,8 +4,9 @@ A **workload** is a pod's top owner (or the pod itself when ownerless): the unit
 so the N pods of one Job cost one reconcile. Indexes, all maintained by the controller's loop:
 
 - pod → workload and workload → pods (from the owner walk on the cache, confirmed by each decision);
-- object UID → workloads that read it while deciding (owners, RayClusters, Revisions, ...), so a
-  change to any of them re-evaluates exactly the workloads it can affect;
+- dependency (:data:`grouper.kube.cache.Dependency`: an object's UID, or an object looked for and not
+  found, or PodGroups asked for by name) → workloads that read it while deciding (owners, RayClusters,
+  Revisions, ...), so a change to any of them re-evaluates exactly the workloads it can affect;
 - PodGroup → workload, so a PodGroup changed or deleted by someone else is put right.
 """
 
@@ -15,6 +16,8 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from grouper.controller.tuning import DEFAULT_TUNING
+from grouper.kube.cache import Dependency
 from grouper.kube.compact import Members, add_member, count, discard_member, members
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -57,15 +60,15 @@ class WorkloadIndex:
         self._pod_wl: dict[str, dict[str, WorkloadKey]] = {}  # namespace -> pod name -> workload
         # workload -> its pods: their names (the pod's namespace is the workload's), a key otherwise
         self._wl_pods: dict[WorkloadKey, Members[str | NsName]] = {}
-        self._uid_wls: dict[str, Members[WorkloadKey]] = {}
-        self._wl_uids: dict[WorkloadKey, tuple[str, ...]] = {}
+        self._uid_wls: dict[Dependency, Members[WorkloadKey]] = {}
+        self._wl_uids: dict[WorkloadKey, tuple[Dependency, ...]] = {}
         self._pg_wl: dict[NsName, WorkloadKey] = {}
         self._wl_pgs: dict[WorkloadKey, tuple[NsName, ...]] = {}
         # one key object per workload with pods (callers build a new equal one per event)
         self._keys: dict[WorkloadKey, WorkloadKey] = {}
         # workload -> pods routed to it, away from it or gone since its last pass took them (the pass looks
-        # again at these only: :meth:`take_touched`)
-        self._touched: dict[WorkloadKey, set[NsName]] = {}
+        # again at these only: :meth:`take_touched`); None: too many to list, the next pass looks at every pod
+        self._touched: dict[WorkloadKey, set[NsName] | None] = {}
 
     # ------------------------------------------------------------------ pods
 
@@ -99,17 +102,29 @@ class WorkloadIndex:
         return wl
 
     def touch(self, wl: WorkloadKey, pod: NsName) -> None:
-        """The pod changed for ``wl`` (routed to it again, moved, gone, its decision owed a look)."""
-        self._touched.setdefault(wl, set()).add(pod)
+        """The pod changed for ``wl`` (routed to it again, moved, gone, its decision owed a look).
 
-    def take_touched(self, wl: WorkloadKey) -> set[NsName]:
-        """The pods touched for ``wl`` since the last call (for its pass)."""
+        Bounded (a standby records and never takes them): past twice the workload's pods (+64), or once the
+        workload has no pods left, the list becomes "every pod" (its next pass plans every pod, or forgets
+        the workload)."""
+        touched = self._touched.get(wl, ())
+        if touched is None:
+            return
+        if not touched:
+            touched = self._touched[wl] = set()
+        touched.add(pod)
+        if len(touched) > 2 * count(self._wl_pods, wl) + 64:
+            self._touched[wl] = None
+
+    def take_touched(self, wl: WorkloadKey) -> set[NsName] | None:
+        """The pods touched for ``wl`` since the last call (for its pass); None: every pod."""
         return self._touched.pop(wl, set())
 
     def _discard_pod(self, wl: WorkloadKey, pod: NsName) -> None:
         discard_member(self._wl_pods, wl, self._member(pod, wl))
         if wl not in self._wl_pods:
             self._keys.pop(wl, None)
+            self._touched[wl] = None  # no pods left: the pods gone are not listed, its next pass plans every pod
 
     def workload_of(self, pod: NsName) -> WorkloadKey | None:
         return self._pod_wl.get(pod[0], {}).get(pod[1])
@@ -125,7 +140,7 @@ class WorkloadIndex:
 
     # ------------------------------------------------------------------ dependencies
 
-    def set_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
+    def set_dependencies(self, wl: WorkloadKey, uids: Iterable[Dependency]) -> None:
         new = {u for u in uids if u}
         old = set(self._wl_uids.get(wl, ()))
         if new == old:
@@ -140,7 +155,7 @@ class WorkloadIndex:
         else:
             self._wl_uids.pop(wl, None)
 
-    def add_dependencies(self, wl: WorkloadKey, uids: Iterable[str]) -> None:
+    def add_dependencies(self, wl: WorkloadKey, uids: Iterable[Dependency]) -> None:
         """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes)."""
         have = self._wl_uids.get(wl, ())
         known = set(have)
@@ -152,7 +167,7 @@ class WorkloadIndex:
             add_member(self._uid_wls, uid, wl)
         self._wl_uids[wl] = (*have, *new)
 
-    def workloads_reading(self, uid: str) -> set[WorkloadKey]:
+    def workloads_reading(self, uid: Dependency) -> set[WorkloadKey]:
         return set(members(self._uid_wls, uid))
 
     # ------------------------------------------------------------------ PodGroups
@@ -195,6 +210,7 @@ class WorkloadIndex:
             "pods": sum(len(v) for v in self._pod_wl.values()),
             "workloads": len(self.workloads()),
             "dependencies": len(self._uid_wls),
+            "touched": sum(len(t) for t in self._touched.values() if t is not None),
         }
 
 
@@ -202,7 +218,7 @@ class DeletedOwners:
     """Owners whose DELETED event arrived moments ago: their orphaned pods are about to be garbage
     collected, so a missing owner is "wait" (no Warning Event), not an error."""
 
-    def __init__(self, memory: float = 120.0, max_entries: int = 4096) -> None:
+    def __init__(self, memory: float = DEFAULT_TUNING.deleted_owner_seconds, max_entries: int = 4096) -> None:
         self.memory, self.max_entries = memory, max_entries
         self._at: dict[str, float] = {}
 

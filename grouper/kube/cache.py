@@ -32,7 +32,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -77,11 +77,6 @@ def podgroup_name_prefixes(pg: Obj) -> list[str]:
         for m in _UID.finditer(name)
         if m.end() == len(name) or name[m.end()] == "-"
     ]
-
-
-def named_key(namespace: str, base: str) -> str:
-    """Dependency key of "PodGroups named ``base``[-…]": a PodGroup with that prefix appearing re-evaluates."""
-    return f"named:{namespace}/{base}"
 
 
 def _label_value(key: str) -> Callable[[Obj], list[str]]:
@@ -660,22 +655,50 @@ class ClusterCache:
         return name
 
 
-ABSENT_PREFIX = "absent:"
-RETRY_PREFIX = "retry:"
+# ------------------------------------------------------------------ dependency keys
+#
+# What a decision read, as the workload index keys it (``WorkloadIndex.workloads_reading``): an object's
+# uid (a plain ``str``: nearly every key, and the cached object's own string, so the index costs no copy),
+# or one of the typed keys below for what a uid cannot name. This module owns the encoding; the handlers
+# build the same keys from the objects they see, and nobody parses them. Tuples, so that hashing them is
+# C work (a workload's dependencies are hashed on every pass); their lengths differ, so no two kinds of key
+# are ever equal.
 
 
-def absent_key(gvk: GVK, namespace: str | None, name: str) -> str:
-    """Dependency key of an object that was looked up but does not exist (yet): its arrival re-evaluates."""
-    return f"{ABSENT_PREFIX}{gvk.group}/{gvk.kind}/{namespace or ''}/{name}"
+class Absent(NamedTuple):
+    """An object that was looked up but does not exist (yet): its arrival re-evaluates the workloads that
+    read its absence. ``retry``: the lookup was a decision's that failed for it (an owner whose watch event
+    is still behind): its arrival only re-queues the workload (the other pods' decisions stand)."""
+
+    group: str
+    kind: str
+    namespace: str
+    name: str
+    retry: bool = False
+
+    @classmethod
+    def of(cls, obj: Obj) -> Absent:
+        gvk = GVK.of(obj)
+        return cls(gvk.group, gvk.kind, o.namespace(obj), o.name(obj))
+
+    def as_retry(self) -> Absent:
+        return self._replace(retry=True)
 
 
-def retry_key(key: str) -> str:
-    """The same, for a lookup of a decision that failed: the arrival re-queues, nothing else changes."""
-    return RETRY_PREFIX + key
+class NamedPodGroups(NamedTuple):
+    """"PodGroups named ``base``[-…]" in ``namespace``: a PodGroup with that prefix appearing (or changed by
+    someone else) re-evaluates the workloads that asked (a JobSet reads the shape of the one named after it)."""
+
+    namespace: str
+    base: str
 
 
-def absent_key_of(obj: Obj) -> str:
-    return absent_key(GVK.of(obj), o.namespace(obj) or None, o.name(obj))
+Dependency = str | Absent | NamedPodGroups  # str: an object's uid
+
+
+def absent_key(gvk: GVK, namespace: str | None, name: str) -> Absent:
+    """The key of an object looked up and not found (a cluster-scoped one has namespace "")."""
+    return Absent(gvk.group, gvk.kind, namespace or "", name)
 
 
 class CacheLookups:
@@ -691,7 +714,7 @@ class CacheLookups:
         self.cache = cache
         self.misses: set[GVK] = set()
         self.refused: set[GVK] = set()
-        self.reads: set[str] = set()
+        self.reads: set[Dependency] = set()
         self.listed_pods = False  # a decision read other pods: it depends on its siblings
 
     def _informer(self, api_version: str, kind: str, namespace: str | None, name: str) -> Informer | None:
@@ -751,7 +774,7 @@ class CacheLookups:
 
     def pod_groups_named(self, namespace: str, base: str) -> builtins.list[Obj]:
         inf = self._informer(PODGROUP.api_version, PODGROUP.kind, namespace, base)
-        self.reads.add(named_key(namespace, base))
+        self.reads.add(NamedPodGroups(namespace, base))
         if inf is None:
             return []
         found = inf.by_index(PODGROUP_NAME_PREFIX_INDEX, f"{namespace}/{base}")

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from grouper.kube.compact import Members, add_member, discard_member, members
+from grouper.kube.cooperative import Cooperative
 from grouper.kube.discovery import Resource
 from grouper.kube.transport import ApiError, KubeClient
 from grouper.observability.metrics import Metrics
@@ -435,15 +436,14 @@ class Informer:
         by_ns: dict[str, dict[str, Obj]] = {}
         funcs = list(self._index_funcs.items())
         indexes: dict[str, Index] = {name: {} for name, _ in funcs}
-        step = 4 * self.emit_chunk
-        for i, (key, obj) in enumerate(items.items()):
+        coop = Cooperative(4 * self.emit_chunk)
+        for key, obj in items.items():
             by_ns.setdefault(key[0], {})[key[1]] = obj
             for name, func in funcs:
                 idx = indexes[name]
                 for v in func(obj):
                     add_member(idx, v, _member(v, key))
-            if i % step == step - 1:
-                await asyncio.sleep(0)
+            await coop.tick()
         return by_ns, indexes
 
     def _install(
@@ -473,21 +473,21 @@ class Informer:
         watches and Lease renewals for seconds. Interrupted (cancelled), the cache is rolled back to what
         the handlers have seen and a re-list is due, so the next LIST emits the rest."""
         pending: builtins.list[tuple[tuple[str, str], Obj | None, Obj | None]] = []
-        step = 4 * self.emit_chunk
+        coop = Cooperative(4 * self.emit_chunk)
         try:
-            for i, (key, obj) in enumerate(new.items()):
+            for key, obj in new.items():
                 old_ns = old.get(key[0])
                 prev = old_ns.get(key[1]) if old_ns is not None else None
                 if prev is None or _rv(prev) != _rv(obj):
                     pending.append((key, obj, prev))
-                if i % step == step - 1:
-                    await asyncio.sleep(0)
+                await coop.tick()
         except BaseException:  # nothing emitted yet: the handlers have seen the old cache
             self._replace_store(dict(_flat(old)))
             self._need_list = True
             raise
         pending += [(key, None, prev) for key, prev in _flat(old) if key not in new]
         done = 0
+        coop = Cooperative(self.emit_chunk)
         try:
             for _, new_obj, prev in pending:
                 if new_obj is None:
@@ -496,8 +496,7 @@ class Informer:
                 else:
                     self._emit(ADDED if prev is None else MODIFIED, new_obj, prev)
                 done += 1
-                if done % self.emit_chunk == 0:
-                    await asyncio.sleep(0)
+                await coop.tick()
         except BaseException:
             seen = dict(new)
             for key, _obj, prev in pending[done:]:

@@ -71,13 +71,13 @@ async def test_processing_key_is_never_handed_out_concurrently() -> None:
 async def test_rate_limited_backoff_doubles_and_caps_and_forget_resets() -> None:
     m = Metrics()
     q: WorkQueue[str] = WorkQueue(base_delay=1.0, max_delay=60.0, metrics=m)
-    delays = [q.add_rate_limited("x") for _ in range(9)]
+    delays = [q.backoff("x") for _ in range(9)]
     assert delays == [1, 2, 4, 8, 16, 32, 60, 60, 60]
     assert q.num_requeues("x") == 9
     assert m.value("podgrouper_workqueue_retries_total") == 9
     q.forget("x")
     assert q.num_requeues("x") == 0
-    assert q.add_rate_limited("x") == 1.0
+    assert q.backoff("x") == 1.0
     q.shutdown()
 
 
@@ -104,13 +104,14 @@ async def test_immediate_add_cancels_pending_delay() -> None:
 
 async def test_rate_limited_items_are_delayed_with_exponential_back_off() -> None:
     q: WorkQueue[str] = WorkQueue(base_delay=0.05, max_delay=0.15)
-    assert q.add_rate_limited("a") == 0.05
+    q.add_after("a", q.backoff("a"))
+    assert q.pending_delayed == 1 and q.num_requeues("a") == 1
     assert len(q) == 0, "not queued before its delay"
     assert await asyncio.wait_for(q.get(), 10.0) == "a"
     q.done("a")
-    assert [q.add_rate_limited("a") for _ in range(3)] == [0.1, 0.15, 0.15], "doubles, capped at max_delay"
+    assert [q.backoff("a") for _ in range(3)] == [0.1, 0.15, 0.15], "doubles, capped at max_delay"
     q.forget("a")
-    assert q.num_requeues("a") == 0 and q.add_rate_limited("a") == 0.05, "a success resets the back-off"
+    assert q.num_requeues("a") == 0 and q.backoff("a") == 0.05, "a success resets the back-off"
 
 
 async def test_shutdown_wakes_blocked_getters() -> None:
