@@ -199,7 +199,11 @@ def _karta_applied_at_run_time(kube: Kube, scoped: str, grouper: GrouperThread) 
         wait_until(regrouped, 30, what="pods moved to the Karta PodGroup without a restart")
         # the PodGroup it replaced is named by no pod any more: the grouper deletes it (and only it)
         wait_until(lambda: set(pod_groups(kube, ns)) == {karta_name}, 15, what="the replaced PodGroup deleted")
-        assert grouper.metrics.value("podgrouper_podgroups_deleted_total") == 1
+        # the API shows the delete before the grouper counts it (after the server's answer): wait for the count
+        wait_until(lambda: grouper.metrics.value("podgrouper_podgroups_deleted_total") == 1, 15,
+                   what="the delete counted")
+        time.sleep(0.5)
+        assert grouper.metrics.value("podgrouper_podgroups_deleted_total") == 1, "one delete, not more"
         assert (
             grouper.metrics.value("podgrouper_karta_definitions", {"origin": "cluster", "state": "valid"})
             == 1
