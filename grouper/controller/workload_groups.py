@@ -362,14 +362,7 @@ class WorkloadGroups:
         )
         status = render.status()
         status["conditions"].append(active_condition(render.pod_group is not None, stored, unplaced))
-        try:
-            result.written += await self._write_status(obj, status)
-        except ApiError as e:
-            result.errors.append(f"WorkloadGroup {ns}/{key.name}: status not written: {failure_message(e)}")
-            result.terminal = result.terminal or is_terminal_error(e)
-        if render.errors and not result.errors:
-            result.errors.extend(render.errors)
-            result.terminal = True  # waits for a change of the group or a member
+        await self._finish(obj, status, render.errors, result)
         return result
 
     async def _apply_upstream(self, key: WorkloadKey, obj: Obj, involved: InvolvedObject, render: GroupRender,
@@ -441,15 +434,21 @@ class WorkloadGroups:
             if objs.composite is None:  # the loss is stated where the user looks
                 status["conditions"][1]["message"] += f"; {objs.notes[0]}"
         status["conditions"].append(active_condition(render.pod_group is not None, stored, stray))
+        await self._finish(obj, status, render.errors, result)
+        return result
+
+    async def _finish(self, obj: Obj, status: dict[str, Any], render_errors: list[str], result: Result) -> None:
+        """Write the group's status (when it changed); an invalid group's errors end its pass, terminal: it waits
+        for a change of the group or a member."""
         try:
             result.written += await self._write_status(obj, status)
         except ApiError as e:
-            result.errors.append(f"WorkloadGroup {ns}/{key.name}: status not written: {failure_message(e)}")
+            result.errors.append(f"WorkloadGroup {o.namespace(obj)}/{o.name(obj)}: status not written: "
+                                 f"{failure_message(e)}")
             result.terminal = result.terminal or is_terminal_error(e)
-        if render.errors and not result.errors:
-            result.errors.extend(render.errors)
+        if render_errors and not result.errors:
+            result.errors.extend(render_errors)
             result.terminal = True
-        return result
 
     async def _free_pods(self, key: WorkloadKey, members: set[WorkloadKey], *, gone: bool = False) -> int:
         """Upstream backend: pods of the namespace's workloads but ``members`` that still name one of its
