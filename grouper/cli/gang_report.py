@@ -144,7 +144,7 @@ def planned_gang(planned: dict[str, Any], pods: Iterable[dict[str, Any]], places
     ``places``: pod name -> its planned sub-group, since the pods do not carry their label yet)."""
     from dataclasses import replace
 
-    mine = [replace(m, sub_group=places.get(m.name)) for m in member_pods(pods)]
+    mine = [m._replace(sub_group=places.get(m.name)) for m in member_pods(pods)]
     state = gang_state(None, mine, None, now=now)
     try:
         spec: GangSpec | None = gang_of(planned)

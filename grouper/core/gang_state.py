@@ -36,9 +36,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from grouper.core.upstream import OLD_SCHEDULED_CONDITION, SCHEDULED_CONDITION
+from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import shown
 from grouper.model.podgroup import SUBGROUP_LABEL
 
@@ -96,8 +97,10 @@ class GangSpec:
     resources_status: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # KAI, verbatim
 
 
-@dataclass(frozen=True)
-class MemberPod:
+class MemberPod(NamedTuple):
+    """A tuple, not a frozen dataclass: one is made per member pod of every gang recomputed (a frozen
+    dataclass's constructor sets each field through ``object.__setattr__``)."""
+
     name: str
     sub_group: str | None = None
     bound: bool = False
@@ -177,14 +180,21 @@ class GangSpecError(ValueError):
 
 
 def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as Kubernetes writes it (``2026-12-05T13:00:00Z``); None when absent or bad."""
+    """An RFC 3339 timestamp as Kubernetes writes it (``2026-12-05T13:00:00Z``); None when absent or bad.
+    Memoized: the pods of a burst share their creation seconds."""
     if not isinstance(value, str) or not value:
         return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = _TIMES.get(value)
+    if moment is None:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        moment = _TIMES.put(value, moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return moment
+
+
+_TIMES: BoundedMemo[str, datetime] = BoundedMemo(4096)
 
 
 def _count(value: Any, where: str, fld: str) -> int | None:
