@@ -24,8 +24,16 @@ finished, pod deleted, owner scaled (Job min-member, JobSet replicas, Batchling 
 restarted (fresh state, same cluster; optionally deciding ahead as a standby does, ``predecide``), and
 the passes themselves (one queued workload, or until the queue is empty).
 
-A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 10,000 examples
-(``tests/fuzz/test_plan_property_long.py``).
+A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 1,000 derandomized examples
+(``tests/fuzz/test_plan_property_long.py``; ``PLAN_EXAMPLES``, ``PLAN_RANDOM=1``).
+
+The fresh grouper of every pass (``start_grouper(..., handlers=False)``) has caches of its own, filled by a
+LIST of the cluster: informers, their indexes and interned strings, workload index, plan cache, decision
+store. It shares with the running grouper only the :class:`~grouper.core.grouping.Grouper` (configuration,
+definitions) and the grouping memos keyed by content or by (uid, resourceVersion) (``plugins/jobset``,
+``core/validation``, the Karta evaluator's outcomes), which a restart in the machine keeps too (a
+restarted process starts them empty). It routes no pod: it is told the running grouper's pods of the
+workload (routing is checked on its own, ``every_pod_is_routed``).
 """
 
 from __future__ import annotations
@@ -281,19 +289,21 @@ class PlanMachine(RuleBasedStateMachine):
         # what a grouper started now would plan for the workload, and the writes that plan asks for
         # (its own caches, filled from the cluster, its own plan cache, index and decision store: nothing
         # of the running grouper's but the Grouper's configuration and definitions, which a restart keeps)
-        fresh = start_grouper(world, self.grouper, metrics=self.metrics, handlers=False)
         # The fresh grouper plans the pods the running one counts as the workload's: where a pod goes is
         # routing's business (a pod whose owner was deleted stays with the workload it had until it is
         # collected; a fresh grouper routes it to itself), the plan of a set of pods is what is compared.
         # That no pod is lost by routing is checked once the queue is empty (``every_pod_is_routed``), so
         # the fresh grouper routes nothing (``handlers=False``): it is told the workload's pods.
-        for pod in ctl.index.pods_of(wl):
-            if world.get(POD, *pod) is not None:
-                fresh.index.set_pod(pod, wl)
+        mine = [pod for pod in ctl.index.pods_of(wl) if world.get(POD, *pod) is not None]
         want: Canon | None = None
         want_writes: list[tuple[str, str, str, bytes]] = []
-        found = fresh.reconciler._live_pods(wl)
-        if found is not None:
+        # (none left: a fresh grouper has nothing to plan — its _live_pods is None — so none is started)
+        fresh = start_grouper(world, self.grouper, metrics=self.metrics, handlers=False) if mine else None
+        if fresh is not None:
+            for pod in mine:
+                fresh.index.set_pod(pod, wl)
+        found = fresh.reconciler._live_pods(wl) if fresh is not None else None
+        if fresh is not None and found is not None:
             full = await fresh.reconciler.plan(wl, found[0])
             if isinstance(full, WorkloadPlan):
                 want = canonical(full)
