@@ -24,14 +24,21 @@ finished, pod deleted, owner scaled (Job min-member, JobSet replicas, Batchling 
 restarted (fresh state, same cluster; optionally deciding ahead as a standby does, ``predecide``), and
 the passes themselves (one queued workload, or until the queue is empty).
 
-A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 10,000 examples
-(``tests/fuzz/test_plan_property_long.py``).
+A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 1,000 derandomized examples
+(``tests/fuzz/test_plan_property_long.py``; ``PLAN_EXAMPLES``, ``PLAN_RANDOM=1``).
+
+The fresh grouper of every pass (``start_grouper(..., handlers=False)``) has caches of its own, filled by a
+LIST of the cluster: informers, their indexes and interned strings, workload index, plan cache, decision
+store. It shares with the running grouper only the :class:`~grouper.core.grouping.Grouper` (configuration,
+definitions) and the grouping memos keyed by content or by (uid, resourceVersion) (``plugins/jobset``,
+``core/validation``, the Karta evaluator's outcomes), which a restart in the machine keeps too (a
+restarted process starts them empty). It routes no pod: it is told the running grouper's pods of the
+workload (routing is checked on its own, ``every_pod_is_routed``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +64,7 @@ from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper
 from grouper.writer.pods import pod_patch
-from tests.controller.plan_world import BATCHLING, JOB, JOBSET, NS, World, canon, key_of, start_grouper
+from tests.controller.plan_world import BATCHLING, JOB, JOBSET, NS, World, canon, clone, key_of, start_grouper
 
 REPO = Path(__file__).resolve().parents[2]
 KARTA_OBJ: Obj = yaml.safe_load((REPO / "examples" / "batchling-karta.yaml").read_text())
@@ -280,20 +287,23 @@ class PlanMachine(RuleBasedStateMachine):
     async def _checked_pass(self, wl: WorkloadKey) -> None:
         ctl, world = self.ctl, self.world
         # what a grouper started now would plan for the workload, and the writes that plan asks for
-        fresh = start_grouper(world, self.grouper, metrics=self.metrics)
+        # (its own caches, filled from the cluster, its own plan cache, index and decision store: nothing
+        # of the running grouper's but the Grouper's configuration and definitions, which a restart keeps)
         # The fresh grouper plans the pods the running one counts as the workload's: where a pod goes is
         # routing's business (a pod whose owner was deleted stays with the workload it had until it is
         # collected; a fresh grouper routes it to itself), the plan of a set of pods is what is compared.
-        # That no pod is lost by routing is checked once the queue is empty (``every_pod_is_routed``).
-        mine = {pod for pod in ctl.index.pods_of(wl) if world.get(POD, *pod) is not None}
-        for pod in fresh.index.pods_of(wl) - mine:
-            fresh.index.remove_pod(pod)
-        for pod in mine:
-            fresh.index.set_pod(pod, wl)
+        # That no pod is lost by routing is checked once the queue is empty (``every_pod_is_routed``), so
+        # the fresh grouper routes nothing (``handlers=False``): it is told the workload's pods.
+        mine = [pod for pod in ctl.index.pods_of(wl) if world.get(POD, *pod) is not None]
         want: Canon | None = None
         want_writes: list[tuple[str, str, str, bytes]] = []
-        found = fresh.reconciler._live_pods(wl)
-        if found is not None:
+        # (none left: a fresh grouper has nothing to plan — its _live_pods is None — so none is started)
+        fresh = start_grouper(world, self.grouper, metrics=self.metrics, handlers=False) if mine else None
+        if fresh is not None:
+            for pod in mine:
+                fresh.index.set_pod(pod, wl)
+        found = fresh.reconciler._live_pods(wl) if fresh is not None else None
+        if fresh is not None and found is not None:
             full = await fresh.reconciler.plan(wl, found[0])
             if isinstance(full, WorkloadPlan):
                 want = canonical(full)
@@ -481,7 +491,7 @@ class PlanMachine(RuleBasedStateMachine):
             if how == "delete":
                 self._delete(key_of(pod))
                 continue
-            pod = copy.deepcopy(pod)
+            pod = clone(pod)
             if how == "phase":
                 pod["status"] = {"phase": data.draw(st.sampled_from(["Succeeded", "Running"]), label="phase")}
             else:
@@ -499,7 +509,7 @@ class PlanMachine(RuleBasedStateMachine):
         value=st.sampled_from([None, "q1", "high", "ann", "coordinator", "worker", "0", "1", "2"]),
     )
     def relabel_pod(self, data: st.DataObject, key: str, value: str | None) -> None:
-        pod = copy.deepcopy(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
+        pod = clone(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
         labels = pod["metadata"].setdefault("labels", {})
         if value is None:
             labels.pop(key, None)
@@ -510,7 +520,7 @@ class PlanMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._live_pods()))
     @rule(data=st.data(), phase=st.sampled_from(["Succeeded", "Failed", "Running"]))
     def pod_phase(self, data: st.DataObject, phase: str) -> None:
-        pod = copy.deepcopy(data.draw(st.sampled_from(self._live_pods()), label="pod"))
+        pod = clone(data.draw(st.sampled_from(self._live_pods()), label="pod"))
         pod["status"] = {"phase": phase}
         self._put(pod)
 
@@ -527,7 +537,7 @@ class PlanMachine(RuleBasedStateMachine):
     @rule(data=st.data(), size=st.integers(0, 3))
     def scale_owner(self, data: st.DataObject, size: int) -> None:
         gvk, name = data.draw(st.sampled_from(self._existing_owners()), label="owner")
-        owner = copy.deepcopy(self._owner(gvk, name))
+        owner = clone(self._owner(gvk, name))
         assert owner is not None
         if gvk == JOB:
             owner["spec"]["parallelism"] = size
@@ -565,7 +575,7 @@ class PlanMachine(RuleBasedStateMachine):
     @rule(data=st.data(), second=st.integers(0, 3))
     def replace_pod(self, data: st.DataObject, second: int) -> None:
         """A pod deleted and created again under its name (a new uid and creation time), both before a pass."""
-        pod = copy.deepcopy(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
+        pod = clone(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
         self._delete(key_of(pod))
         meta = pod["metadata"]
         for k in ("uid", "resourceVersion"):
@@ -597,7 +607,7 @@ class PlanMachine(RuleBasedStateMachine):
     @rule(data=st.data(), value=st.sampled_from([None, "pg-other", "w-replica-0"]))
     def tamper_pod_mark(self, data: st.DataObject, value: str | None) -> None:
         """Someone else changes a pod's PodGroup annotation or sub-group label."""
-        pod = copy.deepcopy(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
+        pod = clone(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
         section, mark = data.draw(st.sampled_from([("annotations", POD_GROUP_ANNOTATION), ("labels", SUBGROUP_LABEL)]),
                                   label="mark")
         marks = pod["metadata"].setdefault(section, {})
@@ -611,7 +621,7 @@ class PlanMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def tamper_podgroup(self, data: st.DataObject) -> None:
         """Someone else deletes a PodGroup, changes its minMember or drops its sub-groups."""
-        pg = copy.deepcopy(data.draw(st.sampled_from(self.world.of(PODGROUP)), label="podgroup"))
+        pg = clone(data.draw(st.sampled_from(self.world.of(PODGROUP)), label="podgroup"))
         how = data.draw(st.sampled_from(["delete", "minMember", "flat"]), label="how")
         if how == "delete":
             self._delete(key_of(pg))
@@ -627,7 +637,7 @@ class PlanMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def reown_pod(self, data: st.DataObject) -> None:
         """A pod released by its owner or adopted by another (its ownerReferences change)."""
-        pod = copy.deepcopy(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
+        pod = clone(data.draw(st.sampled_from(self.world.of(POD)), label="pod"))
         owners = [self._owner(g, n) for g, n in self._existing_owners()] + self.world.of(JOB)
         owner = data.draw(st.sampled_from([None, *owners]), label="new owner")
         pod["metadata"]["ownerReferences"] = [ref(owner)] if owner is not None else []

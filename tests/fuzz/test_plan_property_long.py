@@ -13,11 +13,12 @@ from hypothesis.stateful import run_state_machine_as_test
 from tests.controller.test_plan_property import SHORT, PlanMachine
 
 # make test runs 1,000 sequences, derandomized (the same ones every run: a regression suite that fits CI's
-# budget); PLAN_EXAMPLES=10000 PLAN_RANDOM=1 explores further (25-50 min on a busy 2-core box)
+# budget; they change when the machine's source does); PLAN_EXAMPLES=10000 PLAN_RANDOM=1 explores further
+# (~20-30 min of CPU: 6-9 examples per CPU second, docs/performance.md)
 EXAMPLES = int(os.environ.get("PLAN_EXAMPLES", "1000"))
 LONG = settings(SHORT, max_examples=EXAMPLES, derandomize=os.environ.get("PLAN_RANDOM") != "1")
-# A count of examples, not a time: each sequence runs up to 40 steps through the controller, with a fresh
-# grouper started for every pass (the short run's 40 examples take ~6-10 s; 300 took 45-90 s on a busy box)
+# A count of examples, not a time: each sequence runs up to 40 steps through the controller, each pass
+# checked against a grouper started afresh on the cluster (a LIST of every object: most of the cost)
 LONG_TIMEOUT_S = 7200
 
 
