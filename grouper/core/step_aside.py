@@ -95,7 +95,7 @@ def skip_marker(pod: Obj, owners: list[Obj], lookups: Lookups) -> StepAside | No
         if marked(owner):
             return StepAside(SKIP_REASON, f"{o.describe(owner)} has annotation {SKIP_ANNOTATION}=true")
     gang_name = o.labels(pod).get(PODGANG_LABEL)
-    if gang_name:
+    if isinstance(gang_name, str) and gang_name:  # any other value: the Grove plugin names the bad label
         try:
             gang = lookups.get(PODGANG_API_VERSION, "PodGang", o.namespace(pod), gang_name)
         except LookupForbidden:

@@ -209,6 +209,15 @@ def test_grove_podgang_marked_ignore_steps_aside_with_both_backends(config: Grou
     assert decide(config, p, podgang(ignore=False)).outcome == "grouped"
 
 
+@BACKENDS
+@pytest.mark.parametrize("label", [{"name": "gang-0"}, ["gang-0"], 7])
+def test_a_podgang_label_that_is_not_a_string_is_no_internal_error(config: GroupingConfig, label: Any) -> None:
+    """Found by the core fuzzer: a non-string ``grove.io/podgang`` label value made the PodGang lookup key
+    unhashable (an InternalError). It is no PodGang name: nothing to step aside for."""
+    d = decide(config, pod(config, labels={"grove.io/podgang": label}), podgang(ignore=True))
+    assert d.reason != "InternalError" and d.reason != "PodGangIgnored", (d.reason, d.message)
+
+
 def test_step_aside_reasons_are_the_bounded_tokens_the_metric_counts() -> None:
     assert {"SkipAnnotation", "PodGangIgnored", "GroupedByController"} == STEP_ASIDE_REASONS
 
