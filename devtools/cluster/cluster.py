@@ -11,7 +11,7 @@ Pending). Opt in per test to a real kube-scheduler and simulated nodes (kwok)::
 ``scheduling.k8s.io/v1beta1`` + ``v1alpha3`` in ``--runtime-config``).
 ``pod_gc`` (default: on with ``scheduler`` or ``kwok_nodes``) runs kube-controller-manager's pod garbage
 collector: :meth:`LocalCluster.delete_node` then loses its pods as a real cluster does, 40-80 s later.
-``operators=["jobset", "kuberay", "lws"]`` runs real workload operators (:mod:`devtools.cluster.operators`): their CRDs are
+``operators=["jobset", "kuberay", "lws", "kubeflow"]`` runs real workload operators (:mod:`devtools.cluster.operators`): their CRDs are
 installed from their Go module, their controller starts once the control plane is up, its webhooks are
 registered once its readiness probe answers, and it stops first.
 The API server presents a client certificate to every admission webhook (``--admission-control-config-file``);
@@ -484,6 +484,10 @@ class LocalCluster:
             metrics_port=metrics_port,
             health_port=health_port,
         )
+        for path, obj in ops.prerequisites(op):
+            status, body = self.request("POST", path, obj)
+            if status != 201:
+                raise ClusterError(f"{op.name}: create {path} {obj['metadata']['name']}: {status} {body}")
         self._spawn(op.name, argv)
         # readyz answers 200 once the webhook server listens (JobSet's main adds that check)
         self._wait(op.name, lambda: _get_ok(f"http://127.0.0.1:{health_port}/readyz", None))

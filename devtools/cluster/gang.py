@@ -50,15 +50,19 @@ def node_manifest(
     gpus: int = 4,
     cpu: str = "32",
     memory: str = "256Gi",
+    ephemeral_storage: str = "500Gi",
     pods: int = 110,
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A simulated node with ``gpus`` GPUs (extended resource ``nvidia.com/gpu``).
+    """A simulated node with ``gpus`` GPUs (extended resource ``nvidia.com/gpu``) and, as a kubelet reports,
+    ephemeral storage (the training-operator's MPIJob launcher asks for 5Gi in its init container).
 
     Capacity is given in the Node's status at creation (the API server keeps a Node's status on create);
     kwok's node-initialize stage keeps it and adds the Ready condition.
     """
-    resources = {"cpu": cpu, "memory": memory, "pods": str(pods), GPU_RESOURCE: str(gpus)}
+    resources = {
+        "cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_storage, "pods": str(pods), GPU_RESOURCE: str(gpus),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",

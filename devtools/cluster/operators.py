@@ -1,7 +1,8 @@
-"""Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset", "kuberay", "lws"])``.
+"""Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset", "kuberay", "lws",
+"kubeflow"])``.
 
 An operator is its stock controller binary, built from its pinned Go module by
-:mod:`devtools.cluster.build` (``--only jobset kuberay lws``), run against the local API server as it runs in a
+:mod:`devtools.cluster.build` (``--only jobset kuberay lws kubeflow``), run against the local API server as it runs in a
 real cluster except for where it listens: its CRDs and admission webhook configurations are read from the
 module's own ``config/`` at run time (the module cache, located with ``go list -m``), never from a copy;
 its webhooks (where it needs them) are served on 127.0.0.1 with a certificate from the cluster's CA and
@@ -16,6 +17,22 @@ probes listen on free ports; it runs with the admin kubeconfig.
 - ``lws`` (``sigs.k8s.io/lws``, main package ``cmd``): configured by its ``--config`` file; webhooks served
   (LeaderWorkerSet defaulting and validation, and the pod webhook that gives every pod of a group its
   labels and annotations: group and worker index, group key, size, leader name).
+- ``kubeflow`` (the Kubeflow training-operator, ``github.com/kubeflow/training-operator``, main package
+  ``cmd/training-operator.v1``): configured by flags, only its PyTorchJob and MPIJob (``kubeflow.org/v1``)
+  controllers enabled (``--enable-scheme``) and only their two CRDs installed. Its webhooks are validating
+  only (PyTorchJob: replica types, the ``pytorch`` container, elastic policy; MPIJob has none: its setup is a
+  no-op) and its controllers default the jobs themselves, so it could run without them; they are served and
+  registered all the same (the API server then rejects what a real cluster rejects). It cannot start
+  without its certificate rotator (open-policy-agent/cert-controller, always on, no flag): that needs the
+  Secret ``training-operator-webhook-cert`` in the namespace ``MY_POD_NAMESPACE`` names (``kubeflow``,
+  created empty; the rotator fills it with a CA and certificate of its own that nothing here uses) and a
+  ``tls.crt`` under the fixed path ``/tmp/k8s-webhook-server/serving-certs`` (in a pod: the mounted
+  Secret; it only checks the file exists, so one is written there when missing). The webhook server reads
+  its certificate from ``$TMPDIR/k8s-webhook-server/serving-certs``: ``TMPDIR`` is the operator's own work
+  directory, holding our certificate from the cluster CA. Its webhook configuration keeps its kustomize
+  name under our ``kubeflow-`` prefix, so the rotator (which would inject its own CA into
+  ``validator.training-operator.kubeflow.org``) finds nothing to rewrite and logs that once. The webhook
+  server listens on all interfaces (its port is a flag, its host is not).
 
 So the Jobs and pods the tests and the demo group are the ones the real controller creates: if it names,
 labels or owns them differently from the hand-written fixtures, the fixture test says so.
@@ -45,6 +62,8 @@ class Operator:
     crds: str  # CRD directory inside the module
     webhooks: str | None  # kustomize directory of the webhook configurations inside the module; None: not served
     config_api: str | None  # apiVersion of its --config Configuration; None: configured by flags
+    crd_files: tuple[str, ...] = ()  # only these files of ``crds``; empty: every CRD there
+    schemes: tuple[str, ...] = ()  # the kinds whose controllers and webhooks run; empty: all it has
 
 
 OPERATORS: dict[str, Operator] = {
@@ -69,7 +88,21 @@ OPERATORS: dict[str, Operator] = {
         webhooks="config/webhook",
         config_api="config.lws.x-k8s.io/v1alpha1",
     ),
+    "kubeflow": Operator(
+        name="kubeflow",
+        module="github.com/kubeflow/training-operator",
+        crds="manifests/base/crds",
+        webhooks="manifests/base/webhook",
+        config_api=None,
+        crd_files=("kubeflow.org_pytorchjobs.yaml", "kubeflow.org_mpijobs.yaml"),
+        schemes=("PyTorchJob", "MPIJob"),
+    ),
 }
+# the training-operator's certificate rotator: the namespace and Secret it reads (created before it starts)
+# and the directory it waits for a tls.crt in (hard-coded in its pkg/cert; a mounted Secret in a pod)
+KUBEFLOW_NAMESPACE = "kubeflow"
+KUBEFLOW_CERT_SECRET = "training-operator-webhook-cert"
+KUBEFLOW_ROTATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
 def operator(name: str) -> Operator:
@@ -101,7 +134,21 @@ def module_source(op: Operator) -> Path:
 
 
 def crd_paths(op: Operator) -> list[Path]:
-    return [module_source(op) / op.crds]
+    crds = module_source(op) / op.crds
+    return [crds / f for f in op.crd_files] if op.crd_files else [crds]
+
+
+def prerequisites(op: Operator) -> list[tuple[str, dict[str, Any]]]:
+    """Objects (API path, body) the operator needs before it starts: the training-operator's certificate
+    rotator exits unless its Secret exists (empty: the rotator fills it)."""
+    if op.name != "kubeflow":
+        return []
+    ns = KUBEFLOW_NAMESPACE
+    return [
+        ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        (f"/api/v1/namespaces/{ns}/secrets",
+         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KUBEFLOW_CERT_SECRET, "namespace": ns}}),
+    ]
 
 
 def command(
@@ -126,6 +173,11 @@ def command(
             f"--health-probe-bind-address=127.0.0.1:{health_port}",
             "--log-stdout-encoder=console",  # readable logs (its default is JSON)
         ]
+    if op.name == "kubeflow":
+        return _kubeflow_command(
+            op, binary, kubeconfig=kubeconfig, work_dir=work_dir, webhook_port=webhook_port, cert_dir=cert_dir,
+            metrics_port=metrics_port, health_port=health_port,
+        )
     assert op.config_api, op
     config = config_file(
         work_dir / "config.yaml",
@@ -136,6 +188,34 @@ def command(
         health_port=health_port,
     )
     return [str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
+
+
+def _kubeflow_command(
+    op: Operator, binary: Path, *, kubeconfig: str, work_dir: Path, webhook_port: int, cert_dir: Path,
+    metrics_port: int, health_port: int,
+) -> list[str]:
+    """The training-operator: flags, plus (through ``env``) ``TMPDIR`` (where its webhook server reads its
+    certificate) and ``MY_POD_NAMESPACE`` (where its rotator reads its Secret)."""
+    tmp = work_dir / "tmp"
+    serving = tmp / "k8s-webhook-server" / "serving-certs"
+    serving.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        shutil.copy(cert_dir / name, serving / name)
+    # the rotator only checks that this file exists (shared by every instance on the machine: never replaced)
+    KUBEFLOW_ROTATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    if not (KUBEFLOW_ROTATOR_CERT_DIR / "tls.crt").exists():
+        shutil.copy(cert_dir / "tls.crt", KUBEFLOW_ROTATOR_CERT_DIR / "tls.crt")
+    env = shutil.which("env") or "/usr/bin/env"
+    return [
+        env, f"TMPDIR={tmp}", f"MY_POD_NAMESPACE={KUBEFLOW_NAMESPACE}",
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        f"--health-probe-bind-address=127.0.0.1:{health_port}",
+        f"--webhook-server-port={webhook_port}",
+        *(f"--enable-scheme={kind.lower()}" for kind in op.schemes),
+    ]
 
 
 def config_file(
@@ -195,12 +275,21 @@ def webhook_configurations(op: Operator, *, port: int, ca_file: str) -> list[dic
         target = patch.get("target") or {}
         ops = yaml.safe_load((src / patch["path"]).read_text())
         for doc in docs:
-            if doc["kind"] != target.get("kind") or doc["metadata"]["name"] != target.get("name"):
+            # a target without a name patches every object of its kind (kustomize)
+            if doc["kind"] != target.get("kind") or target.get("name") not in (None, doc["metadata"]["name"]):
                 continue
             for o in ops:
                 if o.get("op") not in ("replace", "add"):
                     raise ClusterError(f"{src / patch['path']}: unsupported JSON patch op {o.get('op')!r}")
                 _json_pointer_set(doc, o["path"], copy.deepcopy(o["value"]), o["op"])
+    if op.schemes:  # only the webhooks of the kinds that run (the others have no handler)
+        resources = {f"{kind.lower()}s" for kind in op.schemes}
+        for doc in docs:
+            doc["webhooks"] = [
+                hook for hook in doc.get("webhooks") or []
+                if any(resources & set(rule.get("resources") or []) for rule in hook.get("rules") or [])
+            ]
+        docs = [doc for doc in docs if doc["webhooks"]]
     ca = base64.b64encode(Path(ca_file).read_bytes()).decode()
     out = []
     for doc in docs:
