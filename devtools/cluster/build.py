@@ -11,7 +11,9 @@ comes from ``devtools/helm/``, a module pinning a released ``helm.sh/helm/v3``. 
 whose main package is its module root) from ``devtools/cluster/go/jobset/``, ``kuberay`` (the KubeRay
 operator, ``github.com/ray-project/kuberay/ray-operator``, likewise) from ``devtools/cluster/go/kuberay/``,
 ``lws`` (the LeaderWorkerSet controller, ``sigs.k8s.io/lws``, main package ``cmd``) from
-``devtools/cluster/go/lws/``; they are built only when asked for (``--only jobset kuberay lws``, ``make operators``; ``LocalCluster(operators=
+``devtools/cluster/go/lws/``, ``trainer`` (the Kubeflow Trainer v2 controller manager,
+``github.com/kubeflow/trainer/v2``, main package ``cmd/trainer-controller-manager``) from
+``devtools/cluster/go/trainer/``; they are built only when asked for (``--only jobset kuberay lws trainer``, ``make operators``; ``LocalCluster(operators=
 [...])`` builds them on first use): the control plane build stays as fast. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
@@ -36,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # the default
-TOOLS = ("helm", "jobset", "kuberay", "lws")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
-OPERATORS = ("jobset", "kuberay", "lws")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
+TOOLS = ("helm", "jobset", "kuberay", "lws", "trainer")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
+OPERATORS = ("jobset", "kuberay", "lws", "trainer")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
@@ -94,6 +96,7 @@ def _targets(root: Path) -> list[_Target]:
         _Target("jobset", cluster / "jobset", "sigs.k8s.io/jobset"),
         _Target("kuberay", cluster / "kuberay", "github.com/ray-project/kuberay/ray-operator"),
         _Target("lws", cluster / "lws", "sigs.k8s.io/lws/cmd"),
+        _Target("trainer", cluster / "trainer", "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),
     ]
 
 
@@ -110,6 +113,7 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
         ("jobset", root / GO_MODULES / "jobset" / "go.mod", "sigs.k8s.io/jobset"),
         ("kuberay", root / GO_MODULES / "kuberay" / "go.mod", "github.com/ray-project/kuberay/ray-operator"),
         ("lws", root / GO_MODULES / "lws" / "go.mod", "sigs.k8s.io/lws"),
+        ("trainer", root / GO_MODULES / "trainer" / "go.mod", "github.com/kubeflow/trainer/v2"),
     ):
         if not path.is_file():
             continue
