@@ -217,11 +217,13 @@ def test_grouper_follows_a_real_trainjob(
     label_namespace(okube, ns)
     path = f"{TRAINJOBS.format(ns=ns)}/sft"
     with GrouperThread(op_cluster, ns) as grouper:
+        since = len(audit.writes(namespace=ns))
         okube.create(TRAINJOBS.format(ns=ns), trainjob("sft", labels={"kai.scheduler/queue": "team-a"}))
         objs = _grouped(okube, ns, 2)
         grouper.wait_idle(timeout=60)
         objs = live(okube, ns)
         pg = assert_stored_is_planned(okube, ns, objs)
+        assert grouper_writes(audit, ns, since) == {"podgroups": 1, "pods": 2}, "each object written once"
         (tj,), (js,) = objs["TrainJob"], objs["JobSet"]
         assert js["metadata"]["ownerReferences"][0]["uid"] == tj["metadata"]["uid"], "Trainer's JobSet is the TrainJob's"
         assert pg["metadata"]["name"] == f"pg-sft-{js['metadata']['uid']}"
