@@ -20,7 +20,7 @@ help:
 	@echo "make image    - build the OCI image with podman (installs podman/runc/mmdebstrap when missing)"
 	@echo "make tools    - install Prometheus (server + promtool) and Chromium from Debian packages when missing (root)"
 	@echo "make helm     - build helm from its Go module into .cache/cluster/bin (cached)"
-	@echo "make operators - build the workload operators the tests and the demo run (JobSet, KubeRay, LWS, Kubeflow training-operator) from their Go modules (cached)"
+	@echo "make operators - build the workload operators the tests and the demo run (JobSet, KubeRay, LWS, Kubeflow training-operator, Kubeflow Trainer) from their Go modules (cached)"
 	@echo "make manifests - render deploy/rbac.yaml and deploy/manifests/ from deploy/chart"
 	@echo "make test     - venv + cluster, then pytest"
 	@echo "make unit     - every test that needs no cluster, no image and no long fuzz run (helm is built on first use; docs/development.md)"
@@ -112,7 +112,7 @@ tools:
 # the real workload operators (devtools/cluster/go/<name>/go.mod), like the control plane; not part of
 # `make cluster` so the control plane stays as fast to build
 operators:
-	$(PYTHON) devtools/cluster/build.py --only jobset kuberay lws kubeflow
+	$(PYTHON) devtools/cluster/build.py --only jobset kuberay lws kubeflow trainer
 
 # helm, from its Go module (devtools/helm/go.mod), like the control plane
 helm:

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=[],
         metavar="NAME",
-        help="run these real workload operators too (jobset, kuberay, lws, kubeflow), built from their Go modules on first use",
+        help="run these real workload operators too (jobset, kuberay, lws, kubeflow, trainer: with jobset), built from their Go modules on first use",
     )
     args = ap.parse_args(argv)
 

@@ -12,9 +12,11 @@ whose main package is its module root) from ``devtools/cluster/go/jobset/``, ``k
 operator, ``github.com/ray-project/kuberay/ray-operator``, likewise) from ``devtools/cluster/go/kuberay/``,
 ``lws`` (the LeaderWorkerSet controller, ``sigs.k8s.io/lws``, main package ``cmd``) from
 ``devtools/cluster/go/lws/``, ``kubeflow`` (the Kubeflow training-operator, ``github.com/kubeflow/training-operator``,
-main package ``cmd/training-operator.v1``) from ``devtools/cluster/go/kubeflow/``; they are built only when asked for
-(``--only jobset kuberay lws kubeflow``, ``make operators``; ``LocalCluster(operators=[...])`` builds them on first
-use): the control plane build stays as fast. Their module paths and comments still name ``tests/cluster``, where
+main package ``cmd/training-operator.v1``) from ``devtools/cluster/go/kubeflow/``, ``trainer`` (the Kubeflow Trainer v2
+controller manager, ``github.com/kubeflow/trainer/v2``, main package ``cmd/trainer-controller-manager``) from
+``devtools/cluster/go/trainer/``; they are built only when asked for (``--only jobset kuberay lws kubeflow trainer``,
+``make operators``; ``LocalCluster(operators=[...])`` builds them on first use): the control plane build stays as
+fast. Their module paths and comments still name ``tests/cluster``, where
 they used to live: a module path is only a name here, and editing go.mod would force a cold rebuild.
 Binaries go to ``.cache/cluster/bin/`` and the Go build cache to ``.cache/go-build``; the module cache is
 the machine's default. A binary is rebuilt only when its inputs (go.mod, go.sum, Go sources, Go version,
@@ -38,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # the default
-TOOLS = ("helm", "jobset", "kuberay", "lws", "kubeflow")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
-OPERATORS = ("jobset", "kuberay", "lws", "kubeflow")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
+TOOLS = ("helm", "jobset", "kuberay", "lws", "kubeflow", "trainer")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
+OPERATORS = ("jobset", "kuberay", "lws", "kubeflow", "trainer")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
 LDFLAGS = "-s -w"
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
@@ -97,6 +99,7 @@ def _targets(root: Path) -> list[_Target]:
         _Target("kuberay", cluster / "kuberay", "github.com/ray-project/kuberay/ray-operator"),
         _Target("lws", cluster / "lws", "sigs.k8s.io/lws/cmd"),
         _Target("kubeflow", cluster / "kubeflow", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
+        _Target("trainer", cluster / "trainer", "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),
     ]
 
 
@@ -114,6 +117,7 @@ def pinned_versions(root: Path | None = None) -> dict[str, str]:
         ("kuberay", root / GO_MODULES / "kuberay" / "go.mod", "github.com/ray-project/kuberay/ray-operator"),
         ("lws", root / GO_MODULES / "lws" / "go.mod", "sigs.k8s.io/lws"),
         ("kubeflow", root / GO_MODULES / "kubeflow" / "go.mod", "github.com/kubeflow/training-operator"),
+        ("trainer", root / GO_MODULES / "trainer" / "go.mod", "github.com/kubeflow/trainer/v2"),
     ):
         if not path.is_file():
             continue

@@ -1,8 +1,8 @@
 """Real workload operators next to the local control plane: ``LocalCluster(operators=["jobset", "kuberay", "lws",
-"kubeflow"])``.
+"kubeflow"])`` (and ``"trainer"``, which needs ``"jobset"`` beside it).
 
 An operator is its stock controller binary, built from its pinned Go module by
-:mod:`devtools.cluster.build` (``--only jobset kuberay lws kubeflow``), run against the local API server as it runs in a
+:mod:`devtools.cluster.build` (``--only jobset kuberay lws kubeflow trainer``), run against the local API server as it runs in a
 real cluster except for where it listens: its CRDs and admission webhook configurations are read from the
 module's own ``config/`` at run time (the module cache, located with ``go list -m``), never from a copy;
 its webhooks (where it needs them) are served on 127.0.0.1 with a certificate from the cluster's CA and
@@ -33,6 +33,17 @@ probes listen on free ports; it runs with the admin kubeconfig.
   name under our ``kubeflow-`` prefix, so the rotator (which would inject its own CA into
   ``validator.training-operator.kubeflow.org``) finds nothing to rewrite and logs that once. The webhook
   server listens on all interfaces (its port is a flag, its host is not).
+- ``trainer`` (Kubeflow Trainer v2, ``github.com/kubeflow/trainer/v2``, main package
+  ``cmd/trainer-controller-manager``): TrainJob → JobSet, so it runs beside ``jobset`` (v2.1.0 is built
+  against JobSet v0.10.1's API; the pinned v0.11.0 controller serves the same ``jobset.x-k8s.io/v1alpha2``
+  JobSet). CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime) from ``manifests/base/crds``.
+  Configured by its ``--config`` file (``config.trainer.kubeflow.org/v1alpha1``, strict: no field it does
+  not know) with ``certManagement.enable: false`` — otherwise its cert-controller writes a Secret and
+  rewrites the ValidatingWebhookConfiguration for a Service — so it waits for no certificate and serves
+  ours. Its Configuration has no certificate directory: controller-runtime's default,
+  ``$TMPDIR/k8s-webhook-server/serving-certs``, is pointed at ours (the process gets its own ``TMPDIR``).
+  Its webhooks only validate (TrainJob, TrainingRuntime, ClusterTrainingRuntime; no mutating webhook): it
+  could run without them, but they are served so that an object a real cluster refuses is refused here.
 
 So the Jobs and pods the tests and the demo group are the ones the real controller creates: if it names,
 labels or owns them differently from the hand-written fixtures, the fixture test says so.
@@ -64,6 +75,8 @@ class Operator:
     config_api: str | None  # apiVersion of its --config Configuration; None: configured by flags
     crd_files: tuple[str, ...] = ()  # only these files of ``crds``; empty: every CRD there
     schemes: tuple[str, ...] = ()  # the kinds whose controllers and webhooks run; empty: all it has
+    # CRDs it can use from modules it depends on: (module path, file inside it), located through its go.mod
+    dependency_crds: tuple[tuple[str, str], ...] = ()
 
 
 OPERATORS: dict[str, Operator] = {
@@ -97,6 +110,16 @@ OPERATORS: dict[str, Operator] = {
         crd_files=("kubeflow.org_pytorchjobs.yaml", "kubeflow.org_mpijobs.yaml"),
         schemes=("PyTorchJob", "MPIJob"),
     ),
+    "trainer": Operator(
+        name="trainer",
+        module="github.com/kubeflow/trainer/v2",
+        crds="manifests/base/crds",
+        webhooks="manifests/base/webhook",
+        config_api="config.trainer.kubeflow.org/v1alpha1",
+        # the scheduler-plugins PodGroup its coscheduling podGroupPolicy writes: Trainer looks for the CRD
+        # once, at start-up ("PodGroup CRDs must be installed in advance")
+        dependency_crds=(("sigs.k8s.io/scheduler-plugins", "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"),),
+    ),
 }
 # the training-operator's certificate rotator: the namespace and Secret it reads (created before it starts)
 # and the directory it waits for a tls.crt in (hard-coded in its pkg/cert; a mounted Secret in a pod)
@@ -112,22 +135,23 @@ def operator(name: str) -> Operator:
         raise ClusterError(f"unknown operator {name!r}: known are {', '.join(OPERATORS)}") from None
 
 
-def module_source(op: Operator) -> Path:
-    """The operator's module in the Go module cache, at the version its go.mod pins (downloaded by the
-    build; ``go list -m`` only reads the cache and go.mod)."""
+def module_source(op: Operator, module: str | None = None) -> Path:
+    """The operator's module (or ``module``, one it depends on) in the Go module cache, at the version its
+    go.mod pins (downloaded by the build; ``go list -m`` only reads the cache and go.mod)."""
+    module = module or op.module
     go = shutil.which("go")
     if not go:
         raise ClusterError(f"the `go` toolchain is not on PATH (needed to locate the {op.module} module)")
     module_dir = build.repo_root() / build.GO_MODULES / op.name
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", "GOPROXY": "off"}
     proc = subprocess.run(
-        [go, "list", "-m", "-f", "{{.Dir}}", op.module],
+        [go, "list", "-m", "-f", "{{.Dir}}", module],
         cwd=module_dir, env=env, capture_output=True, text=True,
     )
     src = proc.stdout.strip()
     if proc.returncode != 0 or not src or not Path(src).is_dir():
         raise ClusterError(
-            f"cannot locate the {op.module} module source from {module_dir}/go.mod "
+            f"cannot locate the {module} module source from {module_dir}/go.mod "
             f"(build it first: python devtools/cluster/build.py --only {op.name}): {proc.stderr.strip()}"
         )
     return Path(src)
@@ -135,7 +159,8 @@ def module_source(op: Operator) -> Path:
 
 def crd_paths(op: Operator) -> list[Path]:
     crds = module_source(op) / op.crds
-    return [crds / f for f in op.crd_files] if op.crd_files else [crds]
+    own = [crds / f for f in op.crd_files] if op.crd_files else [crds]
+    return [*own, *(module_source(op, mod) / path for mod, path in op.dependency_crds)]
 
 
 def prerequisites(op: Operator) -> list[tuple[str, dict[str, Any]]]:
@@ -179,6 +204,11 @@ def command(
             metrics_port=metrics_port, health_port=health_port,
         )
     assert op.config_api, op
+    if op.name == "trainer":
+        return _trainer_command(
+            op, binary, kubeconfig=kubeconfig, work_dir=work_dir, webhook_port=webhook_port, cert_dir=cert_dir,
+            metrics_port=metrics_port, health_port=health_port,
+        )
     config = config_file(
         work_dir / "config.yaml",
         api_version=op.config_api,
@@ -240,6 +270,41 @@ def config_file(
     }
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
+
+
+def _trainer_command(
+    op: Operator,
+    binary: Path,
+    *,
+    kubeconfig: str,
+    work_dir: Path,
+    webhook_port: int,
+    cert_dir: Path,
+    metrics_port: int,
+    health_port: int,
+) -> list[str]:
+    """Kubeflow Trainer's command line: its own Configuration shape (``certManagement``, no
+    ``internalCertManagement``, no webhook ``certDir``), and a ``TMPDIR`` whose
+    ``k8s-webhook-server/serving-certs`` (controller-runtime's default certificate directory, the only one
+    Trainer's webhook server reads) is ``cert_dir``."""
+    cfg = {
+        "apiVersion": op.config_api,
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},  # HTTPS with a self-signed certificate
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    config = work_dir / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    tmp = work_dir / "tmp"
+    (tmp / "k8s-webhook-server").mkdir(parents=True, exist_ok=True)
+    serving = tmp / "k8s-webhook-server" / "serving-certs"
+    if not serving.exists():
+        serving.symlink_to(cert_dir.resolve(), target_is_directory=True)
+    env = shutil.which("env") or "/usr/bin/env"
+    return [env, f"TMPDIR={tmp}", str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
 
 
 def _json_pointer_set(doc: Any, pointer: str, value: Any, op: str) -> None:

@@ -32,7 +32,12 @@ itself. A grouper that also groups their pods gives them a second group. The rul
 
 Kubeflow Trainer (KEP-3015) keeps ``spec.scheduling`` on the TrainingRuntime / ClusterTrainingRuntime,
 which is not in the pod's owner chain: its pods are recognised by the ``spec.schedulingGroup`` the
-TrainJob controller sets on them at creation (rule 2, third case).
+TrainJob controller sets on them at creation (rule 2, third case). Trainer v2.1.0 (the release the operator
+tests run) has neither: its own gang is the runtime's ``podGroupPolicy`` — ``coscheduling`` (a
+scheduler-plugins ``scheduling.x-k8s.io`` PodGroup and the pod label ``scheduling.x-k8s.io/pod-group``) or
+``volcano`` (a Volcano PodGroup and the pod annotation ``scheduling.k8s.io/group-name``). Neither KAI's
+scheduler nor kube-scheduler reads those, so no rule steps aside for them: the grouper's group is the only
+one the pod's scheduler sees (tests/operators/test_trainer_operator*.py, both backends).
 """
 
 from __future__ import annotations
