@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
+from grouper.core.hold import Held
 from grouper.core.owner_chain import SharedChains
 from grouper.core.satisfiable import unsatisfiable_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
@@ -141,29 +142,6 @@ def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     deps.update(ref.uid for ref in d.owner_chain)
     deps.discard("")
     return deps
-
-
-class _PodsNow(Mapping[str, Obj]):
-    """The plan's pods by name, those a plan updated from the last one did not look at (``UNSEEN``) as the
-    cache has them now: what a hold reads of them."""
-
-    def __init__(self, rec: Reconciler, wl: WorkloadKey, plan: WorkloadPlan) -> None:
-        self.rec, self.wl, self.plan = rec, wl, plan
-
-    def __getitem__(self, name: str) -> Obj:
-        pod = self.plan.pods[name]
-        if pod:
-            return pod
-        found = self.rec._pods_named(self.wl, self.plan, [name])
-        if not found:
-            raise KeyError(name)
-        return found[0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.plan.pods)
-
-    def __len__(self) -> int:
-        return len(self.plan.pods)
 
 
 @dataclass
@@ -450,11 +428,12 @@ class Reconciler:
         lookups = self.cache.lookups()
         groups, placement = list(plan.groups), dict(plan.placement)
         held = (
-            await self.holds.apply(wl.namespace, workload_ref, groups, placement, _PodsNow(self, wl, plan), plan.decided)
+            await self.holds.apply(wl.namespace, workload_ref, groups, placement,
+                                   lambda name: next(iter(self._pods_named(wl, plan, [name])), None), plan.decided)
             if workload_ref is not None and self.upstream is None
-            else None
+            else Held()
         )
-        holding = held is not None and bool(held.names)
+        holding = bool(held.names)
         if holding:  # its placement is the hold's: decide all next time
             self.plans.invalidate(wl)
         # a plan updated from the last one carried out: only its PodGroups merged again are written and only
@@ -505,7 +484,7 @@ class Reconciler:
                     log.warning("PodGroup %s/%s: %s", md.namespace, md.name, warning, extra={"podgroup": md.name})
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             await self._say_unsatisfiable(workload_obj, g)
-        held_names = sorted(held.names) if held is not None else []
+        held_names = sorted(held.names)
         ok_groups.update(held_names)  # stored as they are: their pods can be placed
         for name in held_names:
             self._record_held(wl, name, held)
@@ -699,7 +678,7 @@ class Reconciler:
             )
         return op, error, retryable
 
-    def _record_held(self, wl: WorkloadKey, name: str, held: Any) -> None:
+    def _record_held(self, wl: WorkloadKey, name: str, held: Held) -> None:
         stored = self.writer.current(wl.namespace, name)
         pods = sorted(p for p, h in held.pods.items() if h.pod_group == name)
         message = next((h.message for h in held.pods.values() if h.pod_group == name), "held")

@@ -44,7 +44,6 @@ class Resyncer:
         self._kinds: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
         self._enqueue_task: asyncio.Task[None] | None = None
-        self.passes = 0
 
     def request(self, kinds: Iterable[tuple[str, str]] | None = None, *, debounce: bool = True) -> None:
         """Re-queue the workloads of ``kinds`` (every workload when None)."""
@@ -85,7 +84,6 @@ class Resyncer:
             await self._pass(scope)
 
     async def _pass(self, scope: Kinds) -> None:
-        self.passes += 1
         coop = Cooperative(self.chunk)
         if self.reroute is not None:
             for _ in self.reroute(scope):  # pods whose owner walk the change can affect
