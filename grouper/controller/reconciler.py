@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
@@ -144,6 +144,24 @@ def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     return deps
 
 
+class Groups(Protocol):
+    """What a pass asks of the WorkloadGroups (``controller/workload_groups.py``)."""
+
+    def handles(self, wl: WorkloadKey) -> bool:
+        """Whether ``wl`` is a WorkloadGroup's own key (reconciled there, not here)."""
+        ...
+
+    async def reconcile(self, wl: WorkloadKey) -> Result: ...
+
+    def claim(self, wl: WorkloadKey, plan: WorkloadPlan) -> bool:
+        """Whether a member workload's group writes for it (its pass then writes nothing of its own)."""
+        ...
+
+    def gone(self, wl: WorkloadKey) -> None:
+        """``wl`` has no pods left: its group (if any) looks again."""
+        ...
+
+
 @dataclass
 class _PatchFailure:
     message: str
@@ -190,16 +208,16 @@ class Reconciler:
         self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
-            stored_of=self._pod_groups_owned,
+            stored_of=self.pod_groups_owned,
             pods_naming=self._pods_naming,
             owner=self._cached_owner,
             definitions=lambda: self.grouper.definitions,
             writer=self.writer,
             recorder=self.recorder,
         )
-        # the WorkloadGroups (controller/workload_groups.py), set by the controller: a group's key is reconciled
+        # the WorkloadGroups, set by the wiring (they plan through this reconciler): a group's key is reconciled
         # there, and a member workload's pass hands it over instead of writing its own PodGroups
-        self.groups: Any = None
+        self.groups: Groups | None = None
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -539,7 +557,7 @@ class Reconciler:
                 and self.upstream is None:
             replaced, later = self._replaced(wl, workload_ref.uid, {g.metadata.name for g in groups} | set(held_names))
             if replaced:
-                result.written += await self._delete_replaced(wl, replaced)
+                result.written += await self.delete_replaced(wl, replaced)
             if later:
                 self._owed.add(wl)
                 result.deferred = True
@@ -692,7 +710,7 @@ class Reconciler:
         except Exception:  # not cached / not allowed: no generation to compare, nothing is held
             return None
 
-    def _pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
+    def pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
         pgs = self.cache.informer(PODGROUP)
         if pgs is None:
             return []
@@ -771,7 +789,7 @@ class Reconciler:
             if name in wanted or o.namespace(pg) != wl.namespace or self.writer.current(wl.namespace, name) is None:
                 moving.discard(name)
                 continue  # wanted, elsewhere, or deleted already (not seen yet)
-            namers = self._namers(pods, wl.namespace, name)
+            namers = self.namers(pods, wl.namespace, name)
             if not namers:
                 if name in moving or name in pod_owned:
                     now.append(pg)
@@ -787,7 +805,7 @@ class Reconciler:
             self._moving.pop(wl, None)
         return now, later
 
-    async def _delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
+    async def delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
         deleted = 0
         for pg in replaced:
             name = o.name(pg)
@@ -798,7 +816,7 @@ class Reconciler:
                 log.info("PodGroup %s deleted: replaced", name, extra={"podgroup": name, "workload": str(wl)})
         return deleted
 
-    def _namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
+    def namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
         """The pods that name the PodGroup, counting our own patches the cache has not shown yet."""
         out = []
         for pod in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}"):
