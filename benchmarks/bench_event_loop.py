@@ -574,7 +574,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # the window starts when /healthz first answers (before that the port is not bound yet)
         t0 = wait_for(lambda: any(t > t_start and st == 200 for t, _, st in read_probes(probe_file)[-20:]),
                       120, "the HTTP server", svc)
-        ctl_ready = wait_for(lambda: svc.service.controller is not None and svc.service.controller.ready()[0],
+        ctl_ready = wait_for(lambda: svc.service.controller is not None and svc.service.controller.health_snapshot().synced,
                              600, "caches synced", svc)
         leading = wait_for(lambda: svc.service.leader is not None and svc.service.leader.is_leader(), 600,
                            "leadership", svc)

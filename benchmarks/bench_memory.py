@@ -50,7 +50,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
+from grouper.controller.controller import ControllerSettings  # noqa: E402
 from grouper.controller.plans import PlanCache  # noqa: E402
 from grouper.controller.reconciler import (  # noqa: E402
     PODGROUP_OWNER_INDEX,
@@ -76,6 +76,7 @@ from grouper.model.objects import Obj  # noqa: E402
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL  # noqa: E402
 from grouper.observability.metrics import Metrics  # noqa: E402
 from grouper.runtime.composition import build_grouper  # noqa: E402
+from grouper.runtime.wiring import build_controller  # noqa: E402
 
 CAPTURED = REPO / "benchmarks" / "data" / "captured.json"
 RESULTS = REPO / "benchmarks" / "results" / "memory.json"
@@ -420,7 +421,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     client = FeedClient()
     grouper = build_grouper()
-    controller = Controller(
+    controller = build_controller(
         client,
         ControllerSettings(),
         grouper=grouper,

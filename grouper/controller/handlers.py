@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from grouper.controller.plans import PlanCache
@@ -229,16 +229,16 @@ class EventHandlers:
                 return
         self._routes[route] = wl
 
-    def pods_refused(self, kinds: frozenset[tuple[str, str]]) -> list[Obj]:
-        """Pods whose owner walk stopped at one of these kinds (to route again once they are allowed)."""
+    def reroute(self, kinds: frozenset[tuple[str, str]]) -> Iterator[None]:
+        """Route again the pods whose owner walk a change of these kinds can affect (all when empty): those
+        whose walk stopped at one of them (now allowed). Yields after each pod (the resyncer's chunks)."""
         pods_inf = self.cache.informer(POD)
-        out: list[Obj] = []
-        for kind in kinds:
-            for ns, name in sorted(self._refused.pop(kind, ())):
-                pod = pods_inf.get(ns, name) if pods_inf is not None else None
-                if pod is not None:
-                    out.append(pod)
-        return out
+        if pods_inf is None:
+            return
+        refused = [key for kind in kinds for key in sorted(self._refused.pop(kind, ()))]
+        for pod in pods_inf.list() if not kinds else (p for k in refused if (p := pods_inf.get(*k)) is not None):
+            self.route_pod(pod)
+            yield None
 
     def routing(self) -> bool:
         """Whether pods wait for their owner kind's cache to be routed (after a start, most of them)."""

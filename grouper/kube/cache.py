@@ -520,6 +520,11 @@ class ClusterCache:
         st = self.kinds.get(gvk)
         return st.informer if st else None
 
+    def get(self, gvk: GVK, namespace: str, name: str) -> Obj | None:
+        """The cached object; None when absent or its kind is not cached."""
+        inf = self.informer(gvk)
+        return inf.get(namespace, name) if inf is not None else None
+
     def informers(self) -> list[Informer]:
         out = [st.informer for st in self.kinds.values() if st.informer is not None]
         if self.defaults_cm_informer is not None:

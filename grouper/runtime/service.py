@@ -44,6 +44,7 @@ from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
+from grouper.runtime.wiring import build_controller
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
 from grouper.webhook.server import WebhookServer, check_client_auth
@@ -142,7 +143,7 @@ class Service:
                 renew_deadline=RENEW_DEADLINE,
                 metrics=self.metrics,
             )
-        self.controller = Controller(
+        self.controller = build_controller(
             self.client,
             ControllerSettings(
                 pod_label_selector=s.pod_label_selector,

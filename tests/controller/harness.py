@@ -112,7 +112,7 @@ class GrouperThread:
             ctl = self.service.controller
             if (
                 ctl is not None
-                and ctl.ready()[0]
+                and ctl.health_snapshot().synced
                 and (self.service.leader is not None or ctl.workers_running)
             ):
                 return
@@ -343,3 +343,4 @@ def child_jobs(js: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 },
                 "spec": spec,
             }
+

@@ -29,7 +29,7 @@ def test_only_the_leader_writes_and_the_standby_takes_over(cluster: Any, kube: K
         wait_until(lambda: a.service.leader.is_leader(), 20, what="instance-a leads")
         b.start()
         assert lease(kube, ns, lease_name)["spec"]["holderIdentity"] == "instance-a"
-        assert b.controller.ready()[0], "the standby is ready: caches synced"
+        assert b.controller.health_snapshot().synced, "the standby is ready: caches synced"
         assert not b.service.leader.is_leader() and not b.controller.workers_running
 
         kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("first", 2))
