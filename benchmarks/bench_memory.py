@@ -57,7 +57,6 @@ from grouper.controller.reconciler import (  # noqa: E402
     decision_dependencies,
     podgroup_owner_uids,
 )
-from grouper.controller.supervisor import Supervisor  # noqa: E402
 from grouper.controller.tuning import DEFAULT_TUNING  # noqa: E402
 from grouper.controller.workloads import WorkloadKey  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
@@ -76,6 +75,7 @@ from grouper.model.objects import Obj  # noqa: E402
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL  # noqa: E402
 from grouper.observability.metrics import Metrics  # noqa: E402
 from grouper.runtime.composition import build_grouper  # noqa: E402
+from grouper.runtime.supervisor import Supervisor  # noqa: E402
 from grouper.runtime.wiring import build_controller  # noqa: E402
 
 CAPTURED = REPO / "benchmarks" / "data" / "captured.json"

@@ -5,7 +5,7 @@
 Pieces, each in its own module: :mod:`.cache` (informers and lookups), :mod:`.handlers` (events →
 workload keys), :mod:`.karta_sync` (cluster Kartas → registry), :mod:`.resync` (scoped, chunked
 re-queues), :mod:`.reconciler` (one workload → writes), :mod:`.workers` (the queue's consumers),
-:mod:`.supervisor` (crash → restart, or fatal) and ``grouper.writer.expectations`` (our writes the cache
+``grouper.runtime.supervisor`` (crash → restart, or fatal) and ``grouper.writer.expectations`` (our writes the cache
 has not shown yet).
 
 With leader election, a standby runs the informers and handlers (warm caches and indexes) but no
@@ -27,7 +27,6 @@ from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import Reconciler, Writers
 from grouper.controller.resync import Resyncer
-from grouper.controller.supervisor import Supervisor
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
@@ -45,6 +44,7 @@ from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
 from grouper.visibility.gangs import GangTracker
+from grouper.writer.events import EventRecorder
 from grouper.writer.upstream import resolve_resources
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,6 @@ class Controller:
     client: KubeClient
     grouper: Grouper
     metrics: Metrics
-    supervisor: Supervisor
     store: DecisionStore
     leader: LeaderElector | None
     probe: ApiProbe | None
@@ -103,6 +102,7 @@ class Controller:
     index: WorkloadIndex
     queue: WorkQueue[WorkloadKey]
     writers: Writers
+    recorder: EventRecorder  # the API shows the Events it sent (ui)
     gangs: GangTracker
     plans: PlanCache
     reconciler: Reconciler
@@ -279,7 +279,6 @@ class Controller:
         return HealthSnapshot(
             role=self.role(),
             started=self._started,
-            fatal=self.supervisor.fatal,
             worker_heartbeat=self.workers.last_progress,
             busy_since=self.queue.busy_since,
             queue_depth=len(self.queue),

@@ -30,7 +30,6 @@ from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.supervisor import Supervisor
 from grouper.karta import DefinitionRegistry
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
@@ -44,6 +43,7 @@ from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
+from grouper.runtime.supervisor import Supervisor
 from grouper.runtime.wiring import build_controller
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider

@@ -27,7 +27,6 @@ from grouper.controller.reconciler import (
     podgroup_owner_uids,
 )
 from grouper.controller.resync import Resyncer
-from grouper.controller.supervisor import Supervisor
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
@@ -55,6 +54,7 @@ from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
+from grouper.runtime.supervisor import Supervisor
 from grouper.visibility.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
 from grouper.writer.events import EventRecorder
 from grouper.writer.expectations import WriteExpectations
@@ -168,8 +168,8 @@ def build_controller(
 
     cache.on_informer.append(attach)
     return Controller(
-        settings=settings, client=client, grouper=grouper, metrics=metrics, supervisor=supervisor, store=store, leader=leader,
-        probe=probe, discovery=discovery, cache=cache, index=index, queue=queue, writers=writers, gangs=gangs,
+        settings=settings, client=client, grouper=grouper, metrics=metrics, store=store, leader=leader,
+        probe=probe, discovery=discovery, cache=cache, index=index, queue=queue, writers=writers, recorder=recorder, gangs=gangs,
         plans=plans, reconciler=reconciler, handlers=handlers, groups=groups, resync=resync, karta_sync=karta_sync,
         workers=WorkerPool(queue, reconciler, supervisor, settings.max_concurrent_reconciles), background=background,
     )

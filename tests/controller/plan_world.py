@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.supervisor import Supervisor
 from grouper.core.grouping import Grouper
 from grouper.karta import DefinitionRegistry
 from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS, _KindState
@@ -33,6 +32,7 @@ from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.observability.metrics import Metrics
+from grouper.runtime.supervisor import Supervisor
 from grouper.runtime.wiring import build_controller
 
 NS = "ns"

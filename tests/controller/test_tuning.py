@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from grouper.controller.controller import ControllerSettings
-from grouper.controller.supervisor import Supervisor
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper
+from grouper.runtime.supervisor import Supervisor
 from grouper.runtime.wiring import build_controller
 
 
