@@ -1,6 +1,6 @@
-"""The controller's lifecycle: starts and stops its parts; answers the API's questions about itself
-(:class:`~grouper.api.state.ControllerStatus`). The parts are wired in the one composition root,
-:func:`grouper.runtime.composition.build_controller`.
+"""The controller's lifecycle: starts and stops its parts (wired by the composition root,
+:func:`grouper.runtime.wiring.build_controller`; what the API reads of it, with the service's clients and
+probe: :class:`grouper.runtime.status.ServiceStatus`).
 
 Pieces, each in its own module: :mod:`.cache` (informers and lookups), :mod:`.handlers` (events →
 workload keys), :mod:`.karta_sync` (cluster Kartas → registry), :mod:`.resync` (scoped, chunked
@@ -32,20 +32,14 @@ from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
-from grouper.core.lookups import Lookups
 from grouper.kube.cache import KARTA, NAMESPACE, POD, PODGROUP, PRIORITY_CLASS, ClusterCache
 from grouper.kube.cooperative import Cooperative
 from grouper.kube.discovery import Discovery
-from grouper.kube.leader import LeaderElector
-from grouper.kube.probe import ApiProbe
-from grouper.kube.transport import KubeClient
-from grouper.model.objects import GVK, Obj
-from grouper.observability.health import HealthSnapshot, Role
+from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
 from grouper.visibility.gangs import GangTracker
 from grouper.writer.events import EventRecorder
-from grouper.writer.upstream import resolve_resources
 
 log = logging.getLogger(__name__)
 REQUIRED = (POD, PODGROUP)
@@ -88,15 +82,12 @@ class Background:
 
 @dataclass(eq=False)
 class Controller:
-    """The running controller: its parts, as :func:`~grouper.runtime.composition.build_controller` wired them."""
+    """The running controller: its parts, as :func:`~grouper.runtime.wiring.build_controller` wired them."""
 
     settings: ControllerSettings
-    client: KubeClient
     grouper: Grouper
     metrics: Metrics
     store: DecisionStore
-    leader: LeaderElector | None
-    probe: ApiProbe | None
     discovery: Discovery
     cache: ClusterCache
     index: WorkloadIndex
@@ -112,7 +103,7 @@ class Controller:
     karta_sync: KartaSync | None
     workers: WorkerPool
     background: Background
-    _started: bool = field(default=False, init=False)
+    started: bool = field(default=False, init=False)
     _warming: bool = field(default=False, init=False)
     started_at: float = field(default=0.0, init=False)
 
@@ -152,8 +143,8 @@ class Controller:
         self.background.spawn(self._expire_plans())
         self.background.spawn(self.gangs.run())
         if self.settings.backend == "upstream":
-            self.background.spawn(self._track_upstream_gangs())
-        self._started = True
+            self.background.spawn(self.gangs.track_upstream(self.discovery, self.settings.sync_timeout))
+        self.started = True
         self.started_at = time.monotonic()
         log.info(
             "caches synced in %.2fs",
@@ -166,19 +157,6 @@ class Controller:
         while True:
             await asyncio.sleep(self.plans.idle_seconds / 4)
             self.plans.expire()
-
-    async def _track_upstream_gangs(self) -> None:
-        """Watch the upstream backend's PodGroups (the version it writes) for their gang state; without
-        them (not served, not readable) no gang state is shown, and grouping goes on."""
-        try:
-            _, res = await resolve_resources(self.discovery)
-        except Exception as e:
-            log.warning("gang state of upstream PodGroups not tracked: %s", e)
-            return
-        self.gangs.use_upstream(res.gvk)
-        got = await self.cache.ensure(res.gvk, timeout=self.settings.sync_timeout)
-        if got != "ready":
-            log.warning("gang state of upstream PodGroups not tracked: cannot watch %s (%s)", res.gvk, got)
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:
@@ -244,66 +222,9 @@ class Controller:
         await self.background.cancel()
         await self.cache.stop()
 
-    @property
-    def workers_running(self) -> bool:
-        return self.workers.running
-
     def idle(self) -> bool:
         """Nothing queued, nothing being reconciled."""
         return len(self.queue) == 0 and not self.queue.processing
-
-    def reconciles_finished(self) -> int:
-        return self.workers.finished
-
-    # ------------------------------------------------------------------ what the API reads
-
-    def role(self) -> Role:
-        if self.leader is None:
-            return "single"
-        return "leader" if self.leader.is_leader() else "standby"
-
-    def health_snapshot(self) -> HealthSnapshot:
-        now = time.monotonic()
-        informers: dict[str, bool] = {}
-        messages: dict[str, str] = {}
-        errors: dict[str, str] = {}
-        for gvk in REQUIRED:
-            inf = self.cache.informer(gvk)
-            healthy, why = inf.health(now) if inf is not None else (False, "not started")
-            informers[str(gvk)], messages[str(gvk)] = healthy, why
-            if inf is not None and inf.error is not None:
-                errors[str(gvk)] = str(inf.error)
-        contact = self.probe.last_ok if self.probe is not None else self.client.last_success
-        if self.probe is not None and self.client.last_success is not None and self.probe.last_error is None:
-            contact = max(contact or 0.0, self.client.last_success)
-        return HealthSnapshot(
-            role=self.role(),
-            started=self._started,
-            worker_heartbeat=self.workers.last_progress,
-            busy_since=self.queue.busy_since,
-            queue_depth=len(self.queue),
-            processing=len(self.queue.processing),
-            informers=informers,
-            informer_messages=messages,
-            informer_errors=errors,
-            last_api_contact=contact,
-            api_error=self.probe.last_error if self.probe is not None else None,
-            started_at=self.started_at or now,
-            now=now,
-        )
-
-    def objects(self) -> Lookups:
-        return self.cache.lookups()
-
-    async def read_live(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        res = await self.discovery.resolve(GVK.from_api_version(api_version, kind))
-        if res is None:
-            return None
-        return await self.client.get_object(res.path(namespace, name))
-
-    async def resource_of(self, api_version: str, kind: str) -> tuple[str, str] | None:
-        res = await self.discovery.resolve(GVK.from_api_version(api_version, kind))
-        return (res.group, res.plural) if res is not None else None
 
 
 __all__ = ["Background", "Controller", "ControllerSettings"]

@@ -117,7 +117,7 @@ class Holds:
             return  # held all the same; marked and reported by the next pass
         log.warning("PodGroup %s/%s %s", namespace, o.name(pg), message, extra={"podgroup": o.name(pg)})
         text = f"PodGroup {namespace}/{o.name(pg)} {message}"
-        involved = InvolvedObject(workload.api_version, workload.kind, namespace, workload.name, workload.uid)
+        involved = InvolvedObject.of_owner(workload, namespace)
         await self.recorder.warn(involved, text, reason=GANG_HELD_REASON)
         registry = self.definitions()
         loaded = registry.get(hold.definition) if registry is not None else None

@@ -148,15 +148,8 @@ class KartaSync:
         self.spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
 
     def update_metrics(self) -> None:
-        """``podgrouper_karta_definitions{origin,state}`` (state: valid, invalid, quarantined); cluster Kartas
-        that failed to load count as invalid."""
-        states = ("valid", "invalid", "quarantined")
-        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in states}
-        for ld in self.registry.all():
-            state = "quarantined" if ld.quarantine else "valid" if ld.report.ok else "invalid"
-            counts[(ld.source, state)] += 1
-        counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
-        for (origin, state), n in counts.items():
+        """``podgrouper_karta_definitions{origin,state}`` (:meth:`DefinitionRegistry.state_counts`)."""
+        for (origin, state), n in self.registry.state_counts().items():
             self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
 
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from grouper.controller.holds import Holds
@@ -31,17 +29,20 @@ from grouper.controller.queue import WorkQueue
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
+from grouper.core.gang_state import parse_time
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.hold import Held
 from grouper.core.owner_chain import SharedChains
-from grouper.core.satisfiable import unsatisfiable_reasons
+from grouper.core.satisfiable import plan_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import (
     POD,
+    POD_OWNED_INDEX,
     POD_PODGROUP_INDEX,
     PODGROUP,
+    PODGROUP_OWNER_INDEX,
     Absent,
     CacheLookups,
     ClusterCache,
@@ -58,7 +59,7 @@ from grouper.records.decisions import DecisionStore
 from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.failures import failure_message, failure_reason, is_terminal_error
 from grouper.writer.podgroups import NotLeader, PodGroupWriter
-from grouper.writer.pods import PatchResult, PodPatcher
+from grouper.writer.pods import Landed, PatchResult, PodPatcher
 from grouper.writer.upstream import UpstreamWriter, upstream_desired
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,6 @@ log = logging.getLogger(__name__)
 # for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
 Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
-PODGROUP_OWNER_INDEX = "owner-uid"
-POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
 
 
 @dataclass
@@ -103,33 +102,6 @@ class Result:
         if self.errors:
             return "failed" if self.terminal else "error"
         return "ok" if self.requeue_after is None else "requeue"
-
-
-def _age(pod: Obj) -> float:
-    """Seconds since the pod was created (large when unknown, so nothing waits on a bad timestamp)."""
-    ts = str(o.meta(pod).get("creationTimestamp") or "")
-    try:
-        created = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return float("inf")
-    return time.time() - created
-
-
-def podgroup_owner_uids(pg: Obj) -> list[str]:
-    return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
-
-
-def pod_owned_namespaces(pg: Obj) -> list[str]:
-    """Index values of a PodGroup: its namespace when a pod owns it."""
-    return [o.namespace(pg)] if any(r.get("kind") == "Pod" for r in o.owner_references(pg)) else []
-
-
-def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
-    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
-
-
-def _pod_involved(pod: Obj) -> InvolvedObject:
-    return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
 
 
 def _rv(obj: Obj) -> str:
@@ -210,7 +182,7 @@ class Reconciler:
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
             stored_of=self.pod_groups_owned,
             pods_naming=self._pods_naming,
-            owner=self._cached_owner,
+            owner=self.cached_owner,
             definitions=lambda: self.grouper.definitions,
             writer=self.writer,
             recorder=self.recorder,
@@ -439,10 +411,10 @@ class Reconciler:
         result = Result(plugin=plan.plugin)
         workload_ref = plan.workload_ref
         if workload_ref is not None:
-            workload_obj = _involved(workload_ref, wl.namespace)
+            workload_obj = InvolvedObject.of_owner(workload_ref, wl.namespace)
         else:
             first = min(plan.pods)
-            workload_obj = _pod_involved(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
+            workload_obj = InvolvedObject.of_pod(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
         lookups = self.cache.lookups()
         groups, placement = list(plan.groups), dict(plan.placement)
         held = (
@@ -462,7 +434,7 @@ class Reconciler:
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = awaiting_cache = transient_errors = 0
         for pod, d in plan.decided:
-            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < self.tuning.young_pod_seconds:
+            if self.owner_behind(pod, d):
                 awaiting_cache += 1
                 continue
             self.store.record_decision(d, str(wl))
@@ -515,7 +487,7 @@ class Reconciler:
         failures = self._patch_failures.get(wl, {})
         if self.upstream is None:
             kept = plan.kept
-            landed = self._landing(wl, workload_obj)  # one callback for the pass's patches
+            landed = self.landing(wl, workload_obj)  # one callback for the pass's patches
             places = placement.items() if looked_at is None else [
                 (n, placement[n]) for n in sorted(looked_at) if n in placement
             ]
@@ -547,8 +519,7 @@ class Reconciler:
                 was = o.annotations(pod).get(POD_GROUP_ANNOTATION)
                 if was and was != pg:  # moved away from it: that PodGroup is replaced (step 4)
                     self._moving.setdefault(wl, set()).add(was)
-                self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
-                self.patcher.start(pod, pg, sub, landed)
+                self.send(wl, pod, (pg, sub), landed)
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): at once,
@@ -581,7 +552,18 @@ class Reconciler:
             self.plans.settle(wl, plan, frozenset(terminal))
         return result
 
-    def _landing(self, wl: WorkloadKey, workload_obj: InvolvedObject) -> Callable[[Obj, PatchResult | Exception], Any]:
+    def send(self, wl: WorkloadKey, pod: Obj, place: tuple[str, str | None], landed: Landed, *,
+             again: bool = False) -> None:
+        """Send the pod's patch on its way for ``wl``'s pass (a workload's, or a WorkloadGroup's), counted: when
+        the last of ``wl``'s lands, ``wl`` is queued again if something is owed (``again``: a look at what the
+        patches changed is)."""
+        self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
+        if again:
+            self._owed.add(wl)
+        self.patcher.start(pod, *place, landed)
+
+    def landing(self, wl: WorkloadKey, workload_obj: InvolvedObject) -> Landed:
+        """The callback of ``wl``'s pod patches: each outcome recorded and reported (:meth:`_landed`)."""
         async def landed(pod: Obj, outcome: PatchResult | Exception) -> None:
             try:
                 await self._landed(wl, workload_obj, pod, outcome)
@@ -613,7 +595,7 @@ class Reconciler:
         failures = self._patch_failures.setdefault(wl, {})
         if not isinstance(outcome, Exception):
             self.store.record_pod_patched(ns, name, outcome)
-            self.recorder.clear(_pod_involved(pod), "PodPatch")
+            self.recorder.clear(InvolvedObject.of_pod(pod), "PodPatch")
             if failures.pop(name, None) is not None and not failures:
                 del self._patch_failures[wl]
             return
@@ -628,7 +610,7 @@ class Reconciler:
         failures[name] = _PatchFailure(msg, retryable)
         self.store.record_workload(str(wl), result="error" if retryable else "failed", error=msg)
         log.warning("%s", msg, extra={"pod": f"{ns}/{name}", "retrying": retryable})
-        await self.recorder.report(_pod_involved(pod), "PodPatch", msg)
+        await self.recorder.report(InvolvedObject.of_pod(pod), "PodPatch", msg)
         if workload_obj.uid != o.uid(pod):
             await self.recorder.report(workload_obj, f"Pod/{name}", msg)
         if first and retryable:
@@ -645,13 +627,10 @@ class Reconciler:
 
     async def _say_unsatisfiable(self, workload_obj: InvolvedObject, g: PlannedGroup) -> None:
         """A gang that can never be scheduled as it stands (``core/satisfiable.py``, the rules ``grouper
-        plan`` and ``explain`` print): one Warning Event on the workload while the reason stands, none once
-        it is gone. An empty sub-group counts only when the PodGroup has as many pods as its leaf minimums
-        add up to: while a workload's pods are still being created, an empty sub-group proves nothing."""
+        plan`` and ``explain`` print, judged as its pods are still being created): one Warning Event on the
+        workload while the reason stands, none once it is gone."""
         md = g.metadata
-        parents = {sg.parent for sg in md.sub_groups if sg.parent}
-        need = sum(sg.min_member or 0 for sg in md.sub_groups if sg.name not in parents)
-        reasons = unsatisfiable_reasons(md, g.members(), complete=len(g.pods) >= need)
+        reasons = plan_reasons(g, filling=True)
         cause = f"Unsatisfiable/{md.name}"
         if not reasons:
             self.recorder.clear(workload_obj, cause)
@@ -704,7 +683,15 @@ class Reconciler:
             wl.namespace, name, workload=str(wl), desired=stored, operation="held", pods=pods, notes=[message]
         )
 
-    def _cached_owner(self, ref: OwnerRef, namespace: str) -> Obj | None:
+    def owner_behind(self, pod: Obj, d: Decision) -> bool:
+        """Whether the decision failed for a missing owner of a pod so young that the owner's watch event is
+        likely just behind the pod's (two streams): the pass then waits quietly instead of reporting it."""
+        if d.outcome != "error" or d.reason not in OWNER_GONE_REASONS:
+            return False
+        created = parse_time(o.meta(pod).get("creationTimestamp"))  # unknown: old, nothing waits on a bad one
+        return created is not None and time.time() - created.timestamp() < self.tuning.young_pod_seconds
+
+    def cached_owner(self, ref: OwnerRef, namespace: str) -> Obj | None:
         try:
             return self.cache.lookups().get(ref.api_version, ref.kind, namespace, ref.name)
         except Exception:  # not cached / not allowed: no generation to compare, nothing is held
@@ -805,7 +792,7 @@ class Reconciler:
             self._moving.pop(wl, None)
         return now, later
 
-    async def delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
+    async def delete_replaced(self, wl: WorkloadKey, replaced: list[Obj], why: str = "replaced") -> int:
         deleted = 0
         for pg in replaced:
             name = o.name(pg)
@@ -813,7 +800,7 @@ class Reconciler:
             if await self.writer.delete(wl.namespace, name, o.uid(pg)):
                 deleted += 1
                 self.store.forget_pod_group(wl.namespace, name)
-                log.info("PodGroup %s deleted: replaced", name, extra={"podgroup": name, "workload": str(wl)})
+                log.info("PodGroup %s deleted: %s", name, why, extra={"podgroup": name, "workload": str(wl)})
         return deleted
 
     def namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
@@ -826,6 +813,6 @@ class Reconciler:
         return out
 
     async def _warn(self, pod: Obj, workload: InvolvedObject, message: str) -> None:
-        await self.recorder.warn(_pod_involved(pod), message)
+        await self.recorder.warn(InvolvedObject.of_pod(pod), message)
         if workload.uid != o.uid(pod):
             await self.recorder.warn(workload, message)

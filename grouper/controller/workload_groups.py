@@ -32,23 +32,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from grouper.controller.handlers import strip_volatile
 from grouper.controller.reconciler import (
-    OWNER_GONE_REASONS,
     Reconciler,
     Result,
-    _age,
 )
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import is_terminal
+from grouper.core.reads import same_reads
 from grouper.core.upstream import scheduling_group
-from grouper.core.workload_group import GroupRender, render_kai, rendered_name
+from grouper.core.workload_group import GroupRender, priority_values, render_kai, rendered_name
 from grouper.core.workload_group_members import collect
-from grouper.core.workload_group_status import active_condition, same_status, with_times
+from grouper.core.workload_group_status import active_condition, same_status, status_patch
 from grouper.core.workload_group_upstream import (
     MAX_TEMPLATES,
     UpstreamGroupObjects,
+    left_behind,
     member_pod_group,
     render_upstream,
     stored_status,
@@ -56,7 +55,7 @@ from grouper.core.workload_group_upstream import (
 )
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan
 from grouper.kube.cache import POD, PRIORITY_CLASS, ClusterCache
-from grouper.kube.informer import MODIFIED, Informer
+from grouper.kube.informer import MODIFIED
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model import workload_group as wg
@@ -66,7 +65,6 @@ from grouper.records.decisions import DecisionStore
 from grouper.writer.events import InvolvedObject
 from grouper.writer.failures import failure_message, is_terminal_error
 from grouper.writer.podgroups import NotLeader
-from grouper.writer.pods import PatchResult
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +79,6 @@ def group_key(namespace: str, name: str) -> WorkloadKey:
 def is_group_key(wl: WorkloadKey) -> bool:
     return wl.kind == wg.KIND and wl.group == wg.GROUP
 
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
-    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
 
 
 @dataclass
@@ -132,16 +123,12 @@ class WorkloadGroups:
         self.enqueue, self.routing = enqueue, routing
         self.upstream = reconciler.upstream  # --backend=upstream: CompositePodGroup + child PodGroups instead
         self._member_of: dict[WorkloadKey, WorkloadKey] = {}  # member workload -> the group its last pass joined
-        self._in_flight: dict[WorkloadKey, int] = {}  # group -> pod patches on their way
 
     # ------------------------------------------------------------------ events
 
-    def attach(self, informer: Informer) -> None:
-        informer.add_handler(self.on_group)
-
     def on_group(self, etype: str, obj: Obj, old: Obj | None) -> None:
         # our own status writes change nothing a pass reads
-        if etype == MODIFIED and old is not None and strip_volatile(old, False) == strip_volatile(obj, False):
+        if etype == MODIFIED and old is not None and same_reads(old, obj):
             return
         self.enqueue(group_key(o.namespace(obj), o.name(obj)))
 
@@ -209,10 +196,7 @@ class WorkloadGroups:
 
     def _top_owner(self, wl: WorkloadKey, ref: OwnerRef | None = None) -> Obj | None:
         if ref is not None:
-            try:
-                return self.cache.lookups().get(ref.api_version, ref.kind, wl.namespace, ref.name)
-            except Exception:  # not cached / not allowed: no annotation to read
-                return None
+            return self.reconciler.cached_owner(ref, wl.namespace)
         for gvk in list(self.cache.kinds):
             if gvk.group == wl.group and gvk.kind == wl.kind:
                 inf = self.cache.informer(gvk)
@@ -224,19 +208,8 @@ class WorkloadGroups:
     def _candidates(self, namespace: str, name: str) -> list[WorkloadKey]:
         """Workloads of the namespace whose top owner names the group (a scan of the namespace's
         workloads: membership lives on the owners, which the pods' index does not key)."""
-        out = []
-        for wl in self.index.workloads():
-            if wl.namespace != namespace or is_group_key(wl):
-                continue
-            obj = self._top_owner(wl)
-            if obj is None:
-                continue
-            try:
-                if wg.membership(obj) == name:
-                    out.append(wl)
-            except wg.InvalidWorkloadGroup:
-                continue
-        return sorted(out)
+        return sorted(wl for wl in self.index.workloads()
+                      if wl.namespace == namespace and not is_group_key(wl) and self._annotated(wl, None) == name)
 
     # ------------------------------------------------------------------ the group's pass
 
@@ -270,7 +243,7 @@ class WorkloadGroups:
         if self.upstream is not None:
             out = await self._write_upstream(key, obj, render, found, result)
         else:
-            out = await self._write_kai(key, render, found, result)
+            out = await self._write_kai(key, involved, render, found, result)
         await self._report(involved, render, found)
         self.store.record_pod_group(
             ns, render.pod_group_name, workload=str(key), desired=out.desired, operation=out.op,
@@ -312,9 +285,7 @@ class WorkloadGroups:
                 if plan.errors or plan.requeue_after is not None:
                     return Result(list(plan.errors), requeue_after=plan.requeue_after)
                 continue
-            if any(d.outcome == "error" and d.reason in OWNER_GONE_REASONS
-                   and _age(pod) < self.reconciler.tuning.young_pod_seconds
-                   for pod, d in plan.decided):
+            if any(self.reconciler.owner_behind(pod, d) for pod, d in plan.decided):
                 # a new pod whose owner's watch event is just behind (as the workload's own pass does): wait
                 # quietly rather than report the group invalid for a moment
                 return Result(requeue_after=self.reconciler.tuning.await_cache_seconds)
@@ -326,12 +297,7 @@ class WorkloadGroups:
 
     def _priority_values(self) -> dict[str, int]:
         inf = self.cache.informer(PRIORITY_CLASS)
-        out: dict[str, int] = {}
-        for pc in inf.list() if inf is not None else ():
-            value = pc.get("value")
-            if isinstance(value, int) and not isinstance(value, bool):
-                out[o.name(pc)] = value
-        return out
+        return priority_values(inf.list() if inf is not None else ())
 
     async def _write(self, key: WorkloadKey, result: Result, what: str, failed: str,
                      write: Callable[[], Awaitable[str | None]]) -> tuple[str | None, str | None]:
@@ -348,7 +314,8 @@ class WorkloadGroups:
             log.info("%s %s", what, op, extra={"workload": str(key)})
         return op, None
 
-    async def _write_kai(self, key: WorkloadKey, render: GroupRender, found: _Members, result: Result) -> _Written:
+    async def _write_kai(self, key: WorkloadKey, involved: InvolvedObject, render: GroupRender, found: _Members,
+                         result: Result) -> _Written:
         """The KAI backend: the rendered PodGroup (not rendered: none, a stored one is deleted), the member
         pods placed in it (or, until it is, gated on its name), and the members' own PodGroups no pod names
         any more deleted (once the patches moving their pods landed)."""
@@ -361,17 +328,19 @@ class WorkloadGroups:
             out.stored = out.error is None and (out.op is not None or self.writer.current(ns, name) is not None)
         else:
             self.index.set_pod_groups(key, ())
-            result.written += await self._delete_rendered(ns, name)
-        out.unplaced = len(render.placement) if md is not None and not out.stored else self._place(key, render, found,
-                                                                                                   result)
+            result.written += await self._delete_rendered(key, name)
+        # member pods: placed in the rendered PodGroup (or, until it is, gated on its name)
+        stored_or_gate = md is None or out.stored
+        out.unplaced = self._place(key, involved, render, found, result) if stored_or_gate else len(render.placement)
         if not result.errors:
             result.written += await self._delete_own(ns, found)
         return out
 
-    def _place(self, key: WorkloadKey, render: GroupRender, found: _Members, result: Result) -> int:
+    def _place(self, key: WorkloadKey, involved: InvolvedObject, render: GroupRender, found: _Members,
+               result: Result) -> int:
         """Send the patches that place the member pods as ``render`` says; how many pods do not name their
         place yet."""
-        ns, unplaced, landed = key.namespace, 0, self._landing(key)
+        ns, unplaced, landed = key.namespace, 0, self.reconciler.landing(key, involved)
         for ref, (pg, sub) in sorted(render.placement.items()):
             pod = found.pods.get(f"{ns}/{ref}")
             if pod is None:
@@ -383,8 +352,8 @@ class WorkloadGroups:
             if not self.patcher.needed(pod, pg, sub):
                 continue
             unplaced += 1
-            self._in_flight[key] = self._in_flight.get(key, 0) + 1
-            self.patcher.start(pod, pg, sub, landed)
+            # once they all landed, the group looks again: Active, the members' own PodGroups no pod names
+            self.reconciler.send(key, pod, (pg, sub), landed, again=True)
             result.written += 1
         return unplaced
 
@@ -449,12 +418,11 @@ class WorkloadGroups:
                 pass
             for k in sorted(self.index.pods_of(wl)):
                 pod = pods_inf.get(*k)
-                group = scheduling_group(pod) if pod is not None else None
-                if pod is None or not group or not group.startswith(prefix) or is_terminal(pod):
+                fate = left_behind(pod, prefix) if pod is not None else None
+                if pod is None or fate is None:
                     continue
-                if (pod.get("spec") or {}).get("nodeName"):
-                    continue
-                if not any(r.get("controller") for r in o.owner_references(pod)):
+                group = scheduling_group(pod)
+                if fate == "bare":
                     log.warning("Pod %s/%s names PodGroup %s of WorkloadGroup %s it left; not recreated (no "
                                 "controller): delete it to schedule it alone", k[0], k[1], group, key.name)
                     continue
@@ -487,21 +455,17 @@ class WorkloadGroups:
             written = await self._free_pods(key, set(), gone=True)
         else:
             self.index.set_pod_groups(key, ())
-            written = await self._delete_rendered(key.namespace, rendered_name(key.namespace, key.name))
+            written = await self._delete_rendered(key, rendered_name(key.namespace, key.name))
         self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))
         self.store.forget_workload(str(key))
         return Result(plugin="workload-group", written=written)
 
-    async def _delete_rendered(self, namespace: str, name: str) -> int:
-        stored = self.writer.current(namespace, name)
+    async def _delete_rendered(self, key: WorkloadKey, name: str) -> int:
+        stored = self.writer.current(key.namespace, name)
         if stored is None or not any(r.get("kind") == wg.KIND and str(r.get("apiVersion") or "").startswith(wg.GROUP)
                                      for r in o.owner_references(stored)):
             return 0  # not there, or not ours to delete
-        if await self.writer.delete(namespace, name, o.uid(stored)):
-            self.store.forget_pod_group(namespace, name)
-            log.info("PodGroup %s deleted: its WorkloadGroup is not rendered", name, extra={"podgroup": name})
-            return 1
-        return 0
+        return await self.reconciler.delete_replaced(key, [stored], "its WorkloadGroup is not rendered")
 
     async def _delete_own(self, namespace: str, found: _Members) -> int:
         """Delete the PodGroups owned by the members' top owners that no pod names any more: the group's
@@ -514,26 +478,11 @@ class WorkloadGroups:
             own = [pg for pg in self.reconciler.pod_groups_owned(namespace, plan.workload_ref.uid)
                    if self.writer.current(namespace, o.name(pg)) is not None
                    and not self.reconciler.namers(pods, namespace, o.name(pg))]
-            deleted += await self.reconciler.delete_replaced(wl, own)
+            deleted += await self.reconciler.delete_replaced(wl, own, "its workload is in a WorkloadGroup")
         return deleted
 
-    def _landing(self, key: WorkloadKey) -> Callable[[Obj, PatchResult | Exception], Any]:
-        async def landed(pod: Obj, outcome: PatchResult | Exception) -> None:
-            if isinstance(outcome, Exception):
-                log.warning("Pod %s/%s: cannot place it in its WorkloadGroup's PodGroup: %s", o.namespace(pod),
-                            o.name(pod), outcome, extra={"pod": f"{o.namespace(pod)}/{o.name(pod)}"})
-            left = self._in_flight.get(key, 1) - 1
-            if left > 0:
-                self._in_flight[key] = left
-                return
-            self._in_flight.pop(key, None)
-            # the group looks again: Active, and the members' own PodGroups no pod names any more
-            self.enqueue(key)
-
-        return landed
-
     async def _report(self, involved: InvolvedObject, render: GroupRender, found: _Members) -> None:
-        members = [_involved(p.workload_ref, involved.namespace) for p in found.plans.values()
+        members = [InvolvedObject.of_owner(p.workload_ref, involved.namespace) for p in found.plans.values()
                    if p.workload_ref is not None]
         cause = f"{CAUSE}/{involved.name}"
         if not render.errors:
@@ -556,10 +505,7 @@ class WorkloadGroups:
         res = await self.cache.discovery.resolve(WORKLOADGROUP)
         if res is None:
             return 0
-        written = with_times(status, stored, _now())
-        for k in stored or {}:  # a merge patch keeps what it does not name: a field the status no longer has is
-            written.setdefault(k, None)  # nulled (a renderedPodGroupRef of a group no longer rendered)
-        body = {"status": written}
+        body = {"status": status_patch(status, stored, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))}
         try:
             await self.writer.client.merge_patch(res.path(o.namespace(obj), o.name(obj), "status"), body)
         except ApiError as e:

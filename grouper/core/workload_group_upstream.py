@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from grouper.core.grouping import is_terminal
 from grouper.core.naming import shorten_name
 from grouper.core.upstream import UpstreamVersions, scheduling_group, to_upstream, tree_min_count
 from grouper.core.workload_group import GroupRender, member_prefix, rendered_name
+from grouper.model import objects as o
 from grouper.model.objects import Obj
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
 
@@ -56,6 +58,18 @@ def stray_pods(objs: UpstreamGroupObjects, pod: Callable[[str], Obj | None]) -> 
         if p is not None and scheduling_group(p) != want:
             out.append(name)
     return out
+
+
+def left_behind(pod: Obj, rendered: str) -> str | None:
+    """What becomes of a pod of a workload that is no longer a member of the group rendered as ``rendered``
+    (or whose group is gone) and still names one of its PodGroups, which it cannot leave (a pod's scheduling
+    group is fixed at creation) and which no longer counts it: ``"recreate"`` (not bound yet, and a
+    controller recreates it in its own PodGroup once it is deleted), ``"bare"`` (no controller would: left,
+    and said); None when none of this applies (another PodGroup, finished, or bound: it keeps running)."""
+    group = scheduling_group(pod)
+    if not group or not group.startswith(rendered) or is_terminal(pod) or (pod.get("spec") or {}).get("nodeName"):
+        return None
+    return "recreate" if any(r.get("controller") for r in o.owner_references(pod)) else "bare"
 
 
 def stored_status(status: dict[str, Any], objs: UpstreamGroupObjects, name: str) -> None:
@@ -185,6 +199,6 @@ def render_upstream(
 
 
 __all__ = [
-    "COMPOSITE_VERSION", "MAX_TEMPLATES", "UpstreamGroupObjects", "member_pod_group", "render_upstream", "stored_status",
+    "COMPOSITE_VERSION", "MAX_TEMPLATES", "UpstreamGroupObjects", "left_behind", "member_pod_group", "render_upstream", "stored_status",
     "stray_pods",
 ]

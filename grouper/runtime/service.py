@@ -43,6 +43,7 @@ from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
+from grouper.runtime.status import ServiceStatus
 from grouper.runtime.supervisor import Supervisor
 from grouper.runtime.wiring import build_controller
 from grouper.webhook.admission import Admission
@@ -90,6 +91,7 @@ class Service:
         self.client: KubeClient | None = None
         self.control: KubeClient | None = None
         self.controller: Controller | None = None
+        self.status: ServiceStatus | None = None
         self.leader: LeaderElector | None = None
         self.probe: ApiProbe | None = None
         self.http: HttpServer | None = None
@@ -160,7 +162,6 @@ class Service:
             store=self.store,
             leader=self.leader,
             definitions=definitions,
-            probe=self.probe,
         )
         self.state.grouper, self.state.definitions = grouper, definitions
         if self.leader is not None:
@@ -177,9 +178,10 @@ class Service:
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
         ctl = self.controller
-        keeper = HeapKeeper(idle=ctl.idle, progress=ctl.reconciles_finished)
+        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.workers.finished)
         self.supervisor.spawn("heap-keeper", keeper.run)
-        self.state.controller = self.controller
+        self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe)
+        self.state.controller = self.status  # what the API reads
         if s.webhook_bind_address:
             await self._start_webhook()
         if self.leader is not None:

@@ -18,14 +18,7 @@ from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
-from grouper.controller.reconciler import (
-    POD_OWNED_INDEX,
-    PODGROUP_OWNER_INDEX,
-    Reconciler,
-    Writers,
-    pod_owned_namespaces,
-    podgroup_owner_uids,
-)
+from grouper.controller.reconciler import Reconciler, Writers
 from grouper.controller.resync import Resyncer
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
@@ -49,7 +42,6 @@ from grouper.kube.cache import (
 from grouper.kube.discovery import Discovery
 from grouper.kube.informer import Informer
 from grouper.kube.leader import LeaderElector
-from grouper.kube.probe import ApiProbe
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
@@ -79,7 +71,6 @@ def build_controller(
     store: DecisionStore | None = None,
     leader: LeaderElector | None = None,
     definitions: DefinitionRegistry | None = None,
-    probe: ApiProbe | None = None,
 ) -> Controller:
     store = store or DecisionStore()
     tuning, config, discovery = settings.tuning, grouper.config, Discovery(client)
@@ -142,18 +133,17 @@ def build_controller(
     )
 
     def attach(gvk: GVK, informer: Informer) -> None:
-        """An informer the cache started: to the parts that watch its kind, with the indexes they read."""
+        """An informer the cache started (with its own indexes): to the parts that watch its kind, with the
+        indexes only they read."""
         if gvk == KARTA:
             if karta_sync is not None:
                 karta_sync.attach(informer)
         elif gvk == WORKLOADGROUP:
-            groups.attach(informer)
+            informer.add_handler(groups.on_group)
         elif gvk == CONFIGMAP:  # the defaults ConfigMap: any decision may read it
             informer.add_handler(lambda *_: resync.request() if informer.synced.is_set() else None)
         else:
             if gvk == PODGROUP:
-                informer.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
-                informer.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
                 informer.add_handler(gangs.on_pod_group)
                 if karta_sync is not None:  # owners of PodGroups a definition made stay walkable
                     karta_sync.attach_pod_groups(informer)
@@ -168,9 +158,9 @@ def build_controller(
 
     cache.on_informer.append(attach)
     return Controller(
-        settings=settings, client=client, grouper=grouper, metrics=metrics, store=store, leader=leader,
-        probe=probe, discovery=discovery, cache=cache, index=index, queue=queue, writers=writers, recorder=recorder, gangs=gangs,
-        plans=plans, reconciler=reconciler, handlers=handlers, groups=groups, resync=resync, karta_sync=karta_sync,
+        settings=settings, grouper=grouper, metrics=metrics, store=store, discovery=discovery, cache=cache, index=index,
+        queue=queue, writers=writers, recorder=recorder, gangs=gangs, plans=plans, reconciler=reconciler,
+        handlers=handlers, groups=groups, resync=resync, karta_sync=karta_sync,
         workers=WorkerPool(queue, reconciler, supervisor, settings.max_concurrent_reconciles), background=background,
     )
 

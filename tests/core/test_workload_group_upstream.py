@@ -119,3 +119,24 @@ def test_stray_pods_and_the_status_of_stored_objects() -> None:
     stored_status(status, flattened, name)
     assert status["renderedPodGroupRef"]["kind"] == "PodGroup"
     assert status["conditions"][1]["message"].endswith(f"; {flattened.notes[0]}"), "the loss is stated"
+
+
+def test_a_pod_left_behind_by_its_group() -> None:
+    """A pod of a workload that left the group and still names one of its PodGroups: recreated by its
+    controller when not bound yet; a bare pod is only said; finished, bound or elsewhere: nothing to do."""
+    from grouper.core.workload_group_upstream import left_behind
+
+    rendered = rendered_name(NS, "rl")
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]
+
+    def pod(group: str, *, owners: list[dict[str, object]] = owner, node: str = "", phase: str = "Pending"
+            ) -> dict[str, object]:
+        return {"metadata": {"name": "p", "ownerReferences": owners},
+                "spec": {"schedulingGroup": {"podGroupName": group}, **({"nodeName": node} if node else {})},
+                "status": {"phase": phase}}
+
+    assert left_behind(pod(f"{rendered}-trainer"), rendered) == "recreate"
+    assert left_behind(pod(f"{rendered}-trainer", owners=[]), rendered) == "bare"
+    assert left_behind(pod(f"{rendered}-trainer", node="n1"), rendered) is None, "bound: it keeps running"
+    assert left_behind(pod(f"{rendered}-trainer", phase="Succeeded"), rendered) is None
+    assert left_behind(pod("pg-own"), rendered) is None
