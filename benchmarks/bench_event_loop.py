@@ -337,7 +337,7 @@ class ServiceThread:
         """Leading, caches synced, the leadership re-check queued and nothing waiting or in progress."""
         svc = self.service
         ctl, leader = svc.controller, svc.leader
-        if ctl is None or leader is None or not leader.is_leader() or not ctl.workers_running:
+        if ctl is None or leader is None or not leader.is_leader() or not ctl.workers.running:
             return False
         resync = ctl.resync
         if resync.pending or (resync._enqueue_task is not None and not resync._enqueue_task.done()):
@@ -574,7 +574,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # the window starts when /healthz first answers (before that the port is not bound yet)
         t0 = wait_for(lambda: any(t > t_start and st == 200 for t, _, st in read_probes(probe_file)[-20:]),
                       120, "the HTTP server", svc)
-        ctl_ready = wait_for(lambda: svc.service.controller is not None and svc.service.controller.ready()[0],
+        ctl_ready = wait_for(lambda: svc.service.status is not None and svc.service.status.health_snapshot().synced,
                              600, "caches synced", svc)
         leading = wait_for(lambda: svc.service.leader is not None and svc.service.leader.is_leader(), 600,
                            "leadership", svc)

@@ -50,14 +50,9 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grouper.controller.controller import Controller, ControllerSettings  # noqa: E402
+from grouper.controller.controller import ControllerSettings  # noqa: E402
 from grouper.controller.plans import PlanCache  # noqa: E402
-from grouper.controller.reconciler import (  # noqa: E402
-    PODGROUP_OWNER_INDEX,
-    decision_dependencies,
-    podgroup_owner_uids,
-)
-from grouper.controller.supervisor import Supervisor  # noqa: E402
+from grouper.controller.reconciler import decision_dependencies  # noqa: E402
 from grouper.controller.tuning import DEFAULT_TUNING  # noqa: E402
 from grouper.controller.workloads import WorkloadKey  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
@@ -76,6 +71,8 @@ from grouper.model.objects import Obj  # noqa: E402
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL  # noqa: E402
 from grouper.observability.metrics import Metrics  # noqa: E402
 from grouper.runtime.composition import build_grouper  # noqa: E402
+from grouper.runtime.supervisor import Supervisor  # noqa: E402
+from grouper.runtime.wiring import build_controller  # noqa: E402
 
 CAPTURED = REPO / "benchmarks" / "data" / "captured.json"
 RESULTS = REPO / "benchmarks" / "results" / "memory.json"
@@ -420,7 +417,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     client = FeedClient()
     grouper = build_grouper()
-    controller = Controller(
+    controller = build_controller(
         client,
         ControllerSettings(),
         grouper=grouper,
@@ -594,7 +591,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = traced()
     pg_inf = informer_of("PodGroup")
     await feed(pg_inf, (as_served(line) for line in pg_lines))
-    pg_inf.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
+    # (its indexes are the cache's: by name prefix, by owner uid, pod-owned)
     controller.handlers.attach(PODGROUP, pg_inf)
     meter.add("PodGroup cache (one per workload)", traced() - t0)
     # the gang state of every PodGroup (issue 39): computed once from the caches; the members a busy gang

@@ -1,8 +1,11 @@
-"""Pieces several subcommands share: grouping flags, target flags and where the built-in catalog lives."""
+"""Pieces several subcommands share: grouping flags, target flags, where the built-in catalog lives, and the
+prologue of the live workload commands (``describe``, ``why``)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,44 @@ from grouper.runtime.settings import parse_bool
 def now() -> datetime:
     """The commands' clock (``why``, ``get workloads``): tests replace it (``common.now``) rather than wait."""
     return datetime.now(UTC)
+
+
+def fail(code: int, message: str) -> int:
+    """``error: message`` on stderr; returns the exit code."""
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def workload_target(parts: list[str], limit: int, limit_flag: str) -> tuple[str, str] | None:
+    """What ``describe`` and ``why`` check first: ``limit_flag`` (how many things to show) is not negative, and
+    the workload is ``KIND/NAME`` or ``KIND NAME`` (None when not given). A ValueError says what is wrong:
+    a usage error."""
+    if limit < 0:
+        raise ValueError(f"{limit_flag} must not be negative")
+    if not parts:
+        return None
+    if len(parts) == 1 and "/" in parts[0]:
+        kind, _, name = parts[0].partition("/")
+        if kind and name and "/" not in name:
+            return kind, name
+    elif len(parts) == 2 and "/" not in parts[0]:
+        return parts[0], parts[1]
+    raise ValueError(f"expected KIND/NAME or KIND NAME, got {' '.join(parts)!r}")
+
+
+def with_cluster(args: argparse.Namespace, read: Callable[[Any], int]) -> int:
+    """``read(kube)`` with a client of the cluster ``--kubeconfig``/``--context`` name (closed after): a
+    kubeconfig that cannot be used, or an answer of the API server ``read`` does not handle, is
+    ``error: …`` and exit code 1."""
+    from grouper.kube.config import KubeConfigError
+    from grouper.kube.sync import SyncKube
+    from grouper.kube.transport import ApiError
+
+    try:
+        with SyncKube.connect(args.kubeconfig, args.context) as kube:
+            return read(kube)
+    except (KubeConfigError, ApiError) as e:
+        return fail(1, str(e))
 
 
 def default_definitions_dir() -> Path | None:

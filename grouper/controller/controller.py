@@ -1,10 +1,11 @@
-"""The controller's lifecycle: wires caches, handlers, the work queue and workers; starts and stops them;
-answers the API's questions about itself (:class:`~grouper.api.state.ControllerStatus`).
+"""The controller's lifecycle: starts and stops its parts (wired by the composition root,
+:func:`grouper.runtime.wiring.build_controller`; what the API reads of it, with the service's clients and
+probe: :class:`grouper.runtime.status.ServiceStatus`).
 
 Pieces, each in its own module: :mod:`.cache` (informers and lookups), :mod:`.handlers` (events →
 workload keys), :mod:`.karta_sync` (cluster Kartas → registry), :mod:`.resync` (scoped, chunked
 re-queues), :mod:`.reconciler` (one workload → writes), :mod:`.workers` (the queue's consumers),
-:mod:`.supervisor` (crash → restart, or fatal) and ``grouper.writer.expectations`` (our writes the cache
+``grouper.runtime.supervisor`` (crash → restart, or fatal) and ``grouper.writer.expectations`` (our writes the cache
 has not shown yet).
 
 With leader election, a standby runs the informers and handlers (warm caches and indexes) but no
@@ -15,64 +16,30 @@ lease the workers are cancelled at once and every write checks the lease first.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grouper.controller.handlers import EventHandlers
 from grouper.controller.karta_sync import KartaSync
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
-from grouper.controller.reconciler import (
-    POD_OWNED_INDEX,
-    PODGROUP_OWNER_INDEX,
-    Reconciler,
-    Writers,
-    pod_owned_namespaces,
-    podgroup_owner_uids,
-)
-from grouper.controller.resync import Kinds, Resyncer
-from grouper.controller.supervisor import Supervisor
+from grouper.controller.reconciler import Reconciler, Writers
+from grouper.controller.resync import Resyncer
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workload_groups import WORKLOADGROUP, WorkloadGroups
-from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
+from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.grouping import Grouper
-from grouper.core.lookups import Lookups
-from grouper.core.upstream import GROUP as UPSTREAM_GROUP
-from grouper.karta import DefinitionRegistry
-from grouper.kube.cache import (
-    CONFIGMAP,
-    KARTA,
-    NAMESPACE,
-    POD,
-    POD_PODGROUP_INDEX,
-    PODGROUP,
-    PRIORITY_CLASS,
-    ClusterCache,
-    KindPolicy,
-    PodShape,
-    pod_group_names,
-)
+from grouper.kube.cache import KARTA, NAMESPACE, POD, PODGROUP, PRIORITY_CLASS, ClusterCache
 from grouper.kube.cooperative import Cooperative
 from grouper.kube.discovery import Discovery
-from grouper.kube.informer import Informer
-from grouper.kube.leader import LeaderElector
-from grouper.kube.probe import ApiProbe
-from grouper.kube.transport import KubeClient
-from grouper.model.objects import GVK, Obj
-from grouper.observability.health import HealthSnapshot, Role
+from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
-from grouper.visibility.gangs import SCHEDULING_GROUP_INDEX, GangTracker, scheduling_group_names
+from grouper.visibility.gangs import GangTracker
 from grouper.writer.events import EventRecorder
-from grouper.writer.expectations import WriteExpectations
-from grouper.writer.podgroups import PodGroupWriter
-from grouper.writer.pods import PodPatcher
-from grouper.writer.upstream import UpstreamWriter, resolve_resources
 
 log = logging.getLogger(__name__)
 REQUIRED = (POD, PODGROUP)
@@ -95,152 +62,50 @@ class ControllerSettings:
     tuning: Tuning = DEFAULT_TUNING  # the knobs that are not flags (controller/tuning.py)
 
 
+class Background:
+    """The controller's own background tasks (an informer started for parked pods, a Karta's Event, its
+    timers): kept until done, cancelled on shutdown."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def cancel(self) -> None:
+        for t in list(self.tasks):
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+@dataclass(eq=False)
 class Controller:
-    def __init__(
-        self,
-        client: KubeClient,
-        settings: ControllerSettings,
-        *,
-        grouper: Grouper,
-        metrics: Metrics,
-        supervisor: Supervisor,
-        store: DecisionStore | None = None,
-        leader: LeaderElector | None = None,
-        definitions: DefinitionRegistry | None = None,
-        probe: ApiProbe | None = None,
-    ) -> None:
-        self.client = client
-        self.settings = settings
-        self.grouper = grouper
-        self.metrics = metrics
-        self.supervisor = supervisor
-        self.store = store or DecisionStore()
-        self.leader = leader
-        self.definitions = definitions
-        self.probe = probe
-        self.discovery = Discovery(client)
-        config = grouper.config
-        defaults_cm = None
-        if config.default_priorities_configmap_name and config.default_priorities_configmap_namespace:
-            defaults_cm = (
-                config.default_priorities_configmap_namespace,
-                config.default_priorities_configmap_name,
-            )
-        policy = (
-            KindPolicy(allow_all=True)
-            if settings.allowed_kinds is None
-            else KindPolicy(fixed=frozenset(settings.allowed_kinds) | _ALWAYS)
-        )
-        self.cache = ClusterCache(
-            client,
-            self.discovery,
-            scheduler_name=config.scheduler_name,
-            pod_label_selector=settings.pod_label_selector,
-            namespace_label_selector=settings.namespace_label_selector,
-            defaults_configmap=defaults_cm,
-            metrics=metrics,
-            supervisor=supervisor,
-            policy=policy,
-            pod_shape=PodShape(),
-        )
-        self.cache.on_informer.append(self._attach)
-        self.index = WorkloadIndex()
-        tuning = settings.tuning
-        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
-            base_delay=tuning.retry_base_seconds, max_delay=tuning.retry_max_seconds, metrics=metrics
-        )
-        self.expectations = WriteExpectations()
-        self.deleted = DeletedOwners(tuning.deleted_owner_seconds)
-        self.recorder = EventRecorder(client, can_write=self.can_write)
-        self.writers = Writers(
-            pod_groups=PodGroupWriter(
-                client,
-                existing=self._cached_pod_group,
-                expectations=self.expectations,
-                can_write=self.can_write,
-                nodepool_label_key=config.nodepool_label_key,
-                queue_label_key=config.queue_label_key,
-                metrics=metrics,
-            ),
-            pods=PodPatcher(
-                client,
-                expectations=self.expectations,
-                can_write=self.can_write,
-                metrics=metrics,
-                cached=self._cached_pod,
-                # as many pod patches in flight as PodGroup writes can be: a 1,000-pod workload is one
-                # reconcile, and its patches are most of a burst's writes
-                concurrency=settings.max_concurrent_reconciles,
-            ),
-            events=self.recorder,
-            upstream=(
-                UpstreamWriter(
-                    client, self.discovery, expectations=self.expectations, can_write=self.can_write,
-                    metrics=metrics, events=self.recorder,
-                )
-                if settings.backend == "upstream"
-                else None
-            ),
-        )
-        # the gang state of every PodGroup (issue 39): marked dirty by pod/PodGroup events, computed in its task
-        self.gangs = GangTracker(self.cache, metrics=metrics, recorder=self.recorder)
-        metrics.add_gang_source(self.gangs, workload_info=settings.workload_info_metrics)
-        self.plans = PlanCache(tuning.kept_idle_seconds, settle_min_pods=tuning.settle_min_pods)
-        self.reconciler = Reconciler(
-            cache=self.cache,
-            index=self.index,
-            grouper=grouper,
-            writers=self.writers,
-            store=self.store,
-            metrics=metrics,
-            queue=self.queue,
-            deleted=self.deleted,
-            plans=self.plans,
-            pod_group_concurrency=settings.max_concurrent_reconciles,
-            tuning=tuning,
-        )
-        self.handlers = EventHandlers(
-            cache=self.cache,
-            index=self.index,
-            queue=self.queue,
-            store=self.store,
-            expectations=self.expectations,
-            spawn=self._spawn,
-            deleted=self.deleted,
-            metrics=metrics,
-            plans=self.plans,
-            batch_window=settings.batch_window,
-            tuning=tuning,
-        )
-        # WorkloadGroups (either backend): a group's key is reconciled by them; a member's pass hands over to it
-        self.groups: WorkloadGroups | None = WorkloadGroups(
-            cache=self.cache, index=self.index, reconciler=self.reconciler, store=self.store,
-            enqueue=self.queue.add, routing=self.handlers.routing,
-        )
-        self.reconciler.groups = self.groups
-        # a resync re-decides: what it reacts to (defaults ConfigMap, Karta definitions) may change any
-        # decision of the workloads it names; a new leader only checks every workload (its kept decisions
-        # stand: the handlers invalidate them on every change, leader or not). In the background lane.
-        self.resync = Resyncer(
-            self.index, functools.partial(self.handlers.changed, background=True), reroute=self._reroute,
-            check=self.handlers.check,
-            debounce=settings.resync_debounce, chunk=tuning.resync_chunk,
-        )
-        self.karta_sync: KartaSync | None = None
-        if definitions is not None:
-            self.karta_sync = KartaSync(
-                definitions,
-                cache=self.cache,
-                recorder=self.recorder,
-                metrics=metrics,
-                requeue_kinds=lambda kinds: self.resync.request(kinds),
-                spawn=self._spawn,
-            )
-        self.workers = WorkerPool(self.queue, self.reconciler, supervisor, settings.max_concurrent_reconciles)
-        self._background: set[asyncio.Task[Any]] = set()
-        self._started = False
-        self._warming = False
-        self.started_at = 0.0
+    """The running controller: its parts, as :func:`~grouper.runtime.wiring.build_controller` wired them."""
+
+    settings: ControllerSettings
+    grouper: Grouper
+    metrics: Metrics
+    store: DecisionStore
+    discovery: Discovery
+    cache: ClusterCache
+    index: WorkloadIndex
+    queue: WorkQueue[WorkloadKey]
+    writers: Writers
+    recorder: EventRecorder  # the API shows the Events it sent (ui)
+    gangs: GangTracker
+    plans: PlanCache
+    reconciler: Reconciler
+    handlers: EventHandlers
+    groups: WorkloadGroups  # a group's key is reconciled by them; a member's pass hands over to it
+    resync: Resyncer
+    karta_sync: KartaSync | None
+    workers: WorkerPool
+    background: Background
+    started: bool = field(default=False, init=False)
+    _warming: bool = field(default=False, init=False)
+    started_at: float = field(default=0.0, init=False)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -256,7 +121,7 @@ class Controller:
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without cluster Kartas", KARTA, res)
                 if res == "absent":
-                    self._spawn(self._retry_kind(KARTA, 60.0))
+                    self.background.spawn(self._retry_kind(KARTA, 60.0))
             await self.karta_sync.wait_idle()
         required = list(REQUIRED)
         if self.settings.namespace_label_selector:
@@ -269,18 +134,17 @@ class Controller:
                 raise RuntimeError(f"cannot watch {gvk}: {res}")
             if res != "ready":
                 log.warning("not watching %s (%s); grouping continues without it", gvk, res)
-        if self.groups is not None:  # optional: without the CRD, workloads are grouped alone
-            res = await self.cache.ensure(WORKLOADGROUP)
-            if res != "ready":
-                log.info("not watching %s (%s): workload groups are off until it is served", WORKLOADGROUP, res)
-                if res == "absent":
-                    self._spawn(self._retry_kind(WORKLOADGROUP, 60.0))
+        res = await self.cache.ensure(WORKLOADGROUP)  # optional: without the CRD, workloads are grouped alone
+        if res != "ready":
+            log.info("not watching %s (%s): workload groups are off until it is served", WORKLOADGROUP, res)
+            if res == "absent":
+                self.background.spawn(self._retry_kind(WORKLOADGROUP, 60.0))
         await self.cache.start_defaults_configmap()
-        self._spawn(self._expire_plans())
-        self._spawn(self.gangs.run())
+        self.background.spawn(self._expire_plans())
+        self.background.spawn(self.gangs.run())
         if self.settings.backend == "upstream":
-            self._spawn(self._track_upstream_gangs())
-        self._started = True
+            self.background.spawn(self.gangs.track_upstream(self.discovery, self.settings.sync_timeout))
+        self.started = True
         self.started_at = time.monotonic()
         log.info(
             "caches synced in %.2fs",
@@ -293,19 +157,6 @@ class Controller:
         while True:
             await asyncio.sleep(self.plans.idle_seconds / 4)
             self.plans.expire()
-
-    async def _track_upstream_gangs(self) -> None:
-        """Watch the upstream backend's PodGroups (the version it writes) for their gang state; without
-        them (not served, not readable) no gang state is shown, and grouping goes on."""
-        try:
-            _, res = await resolve_resources(self.discovery)
-        except Exception as e:
-            log.warning("gang state of upstream PodGroups not tracked: %s", e)
-            return
-        self.gangs.use_upstream(res.gvk)
-        got = await self.cache.ensure(res.gvk, timeout=self.settings.sync_timeout)
-        if got != "ready":
-            log.warning("gang state of upstream PodGroups not tracked: cannot watch %s (%s)", res.gvk, got)
 
     async def _retry_kind(self, gvk: GVK, every: float) -> None:
         while True:
@@ -329,7 +180,7 @@ class Controller:
         if self.workers.running or self._warming:
             return
         self._warming = True
-        self._spawn(self._warm_up())
+        self.background.spawn(self._warm_up())
 
     async def _warm_up(self) -> None:
         t0, workloads, pods = time.monotonic(), 0, 0
@@ -368,145 +219,12 @@ class Controller:
         self.queue.shutdown()
         await self.stop_workers(drain=drain)
         await self.resync.stop()
-        for t in list(self._background):
-            t.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.background.cancel()
         await self.cache.stop()
-
-    def can_write(self) -> bool:
-        return self.leader is None or self.leader.is_leader()
-
-    @property
-    def workers_running(self) -> bool:
-        return self.workers.running
 
     def idle(self) -> bool:
         """Nothing queued, nothing being reconciled."""
         return len(self.queue) == 0 and not self.queue.processing
 
-    def reconciles_finished(self) -> int:
-        return self.workers.finished
 
-    # ------------------------------------------------------------------ what the API reads
-
-    def ready(self) -> tuple[bool, dict[str, Any]]:
-        """Core caches synced and watching (a standby is ready too)."""
-        detail: dict[str, Any] = {"started": self._started}
-        ok = self._started
-        for gvk in REQUIRED:
-            inf = self.cache.informer(gvk)
-            healthy, why = inf.health() if inf is not None else (False, "not started")
-            detail[str(gvk)] = why
-            ok = ok and healthy
-        detail["leader"] = None if self.leader is None else self.leader.is_leader()
-        detail["queue"] = len(self.queue)
-        return ok, detail
-
-    def role(self) -> Role:
-        if self.leader is None:
-            return "single"
-        return "leader" if self.leader.is_leader() else "standby"
-
-    def health_snapshot(self) -> HealthSnapshot:
-        now = time.monotonic()
-        informers: dict[str, bool] = {}
-        messages: dict[str, str] = {}
-        errors: dict[str, str] = {}
-        for gvk in REQUIRED:
-            inf = self.cache.informer(gvk)
-            healthy, why = inf.health(now) if inf is not None else (False, "not started")
-            informers[str(gvk)], messages[str(gvk)] = healthy, why
-            if inf is not None and inf.error is not None:
-                errors[str(gvk)] = str(inf.error)
-        contact = self.probe.last_ok if self.probe is not None else self.client.last_success
-        if self.probe is not None and self.client.last_success is not None and self.probe.last_error is None:
-            contact = max(contact or 0.0, self.client.last_success)
-        return HealthSnapshot(
-            role=self.role(),
-            started=self._started,
-            fatal=self.supervisor.fatal,
-            worker_heartbeat=self.workers.last_progress,
-            busy_since=self.queue.busy_since,
-            queue_depth=len(self.queue),
-            processing=len(self.queue.processing),
-            informers=informers,
-            informer_messages=messages,
-            informer_errors=errors,
-            last_api_contact=contact,
-            api_error=self.probe.last_error if self.probe is not None else None,
-            started_at=self.started_at or now,
-            now=now,
-        )
-
-    def objects(self) -> Lookups:
-        return self.cache.lookups()
-
-    async def read_live(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        res = await self.discovery.resolve(GVK.from_api_version(api_version, kind))
-        if res is None:
-            return None
-        return await self.client.get_object(res.path(namespace, name))
-
-    async def resource_of(self, api_version: str, kind: str) -> tuple[str, str] | None:
-        res = await self.discovery.resolve(GVK.from_api_version(api_version, kind))
-        return (res.group, res.plural) if res is not None else None
-
-    # ------------------------------------------------------------------ wiring
-
-    def _attach(self, gvk: GVK, informer: Informer) -> None:
-        if gvk == KARTA:
-            if self.karta_sync is not None:
-                self.karta_sync.attach(informer)
-        elif gvk == WORKLOADGROUP:
-            if self.groups is not None:
-                self.groups.attach(informer)
-        elif gvk == CONFIGMAP:  # the defaults ConfigMap: any decision may read it
-            informer.add_handler(lambda *_: self.resync.request() if informer.synced.is_set() else None)
-        else:
-            if gvk == PODGROUP:
-                informer.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
-                informer.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
-                informer.add_handler(self.gangs.on_pod_group)
-                if self.karta_sync is not None:  # owners of PodGroups a definition made stay walkable
-                    self.karta_sync.attach_pod_groups(informer)
-            elif gvk == POD:
-                informer.add_index(POD_PODGROUP_INDEX, pod_group_names)
-                if self.settings.backend == "upstream":
-                    informer.add_index(SCHEDULING_GROUP_INDEX, scheduling_group_names)
-                informer.add_handler(self.gangs.on_pod)
-            elif gvk.group == UPSTREAM_GROUP and gvk.kind == "PodGroup":
-                informer.add_handler(self.gangs.on_pod_group)
-            self.handlers.attach(gvk, informer)
-
-    def _reroute(self, scope: Kinds) -> Iterator[None]:
-        """Route again the pods whose owner walk a change of these kinds can affect (all when empty)."""
-        pods = self.cache.informer(POD)
-        if pods is None:
-            return
-        for pod in pods.list() if not scope else self.handlers.pods_refused(scope):
-            self.handlers.route_pod(pod)
-            yield None
-
-    def _cached_pod_group(self, namespace: str, name: str) -> Obj | None:
-        return self._cached(PODGROUP, namespace, name)
-
-    def _cached_pod(self, namespace: str, name: str) -> Obj | None:
-        return self._cached(POD, namespace, name)
-
-    def _cached(self, gvk: GVK, namespace: str, name: str) -> Obj | None:
-        inf = self.cache.informer(gvk)
-        return inf.get(namespace, name) if inf is not None else None
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-
-# Kinds the controller itself caches, whatever the allow-list says (never ConfigMaps: only the one
-# defaults ConfigMap is watched, through its own name-selected informer).
-_ALWAYS: frozenset[tuple[str, str]] = frozenset(
-    (g.group, g.kind) for g in (POD, PODGROUP, NAMESPACE, PRIORITY_CLASS, KARTA, WORKLOADGROUP)
-)
-
-__all__ = ["Controller", "ControllerSettings"]
+__all__ = ["Background", "Controller", "ControllerSettings"]

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
-from grouper.controller.reconciler import is_terminal
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.owner_chain import owner_key, resolve_owners
+from grouper.core.reads import STATUS_READING_GROUPS, pod_signature, same_reads
 from grouper.kube.cache import (
     NAMESPACE,
     POD,
@@ -51,34 +51,7 @@ from grouper.writer.pods import with_marks
 
 log = logging.getLogger(__name__)
 
-# Kinds whose plugins read ``status`` (RayJob/RayService cluster names); other status-only updates are noise.
-STATUS_READING_GROUPS = frozenset({"ray.io"})
 Spawn = Callable[[Any], None]
-
-
-def strip_volatile(obj: Obj, keep_status: bool) -> Obj:
-    """The object without what changes on every write and is never read (resourceVersion, managedFields,
-    generation, and status unless ``keep_status``): equal results mean nothing grouping reads changed."""
-    meta = {
-        k: v
-        for k, v in (obj.get("metadata") or {}).items()
-        if k not in ("resourceVersion", "managedFields", "generation")
-    }
-    out = {k: v for k, v in obj.items() if k != "metadata" and (keep_status or k != "status")}
-    out["metadata"] = meta
-    return out
-
-
-def pod_signature(pod: Obj) -> tuple[Any, ...]:
-    m = o.meta(pod)
-    return (
-        m.get("labels"),
-        m.get("annotations"),
-        m.get("ownerReferences"),
-        pod.get("spec"),
-        bool(m.get("deletionTimestamp")),
-        is_terminal(pod),
-    )
 
 
 def _grouped_before(pod: Obj) -> bool:
@@ -229,16 +202,16 @@ class EventHandlers:
                 return
         self._routes[route] = wl
 
-    def pods_refused(self, kinds: frozenset[tuple[str, str]]) -> list[Obj]:
-        """Pods whose owner walk stopped at one of these kinds (to route again once they are allowed)."""
+    def reroute(self, kinds: frozenset[tuple[str, str]]) -> Iterator[None]:
+        """Route again the pods whose owner walk a change of these kinds can affect (all when empty): those
+        whose walk stopped at one of them (now allowed). Yields after each pod (the resyncer's chunks)."""
         pods_inf = self.cache.informer(POD)
-        out: list[Obj] = []
-        for kind in kinds:
-            for ns, name in sorted(self._refused.pop(kind, ())):
-                pod = pods_inf.get(ns, name) if pods_inf is not None else None
-                if pod is not None:
-                    out.append(pod)
-        return out
+        if pods_inf is None:
+            return
+        refused = [key for kind in kinds for key in sorted(self._refused.pop(kind, ()))]
+        for pod in pods_inf.list() if not kinds else (p for k in refused if (p := pods_inf.get(*k)) is not None):
+            self.route_pod(pod)
+            yield None
 
     def routing(self) -> bool:
         """Whether pods wait for their owner kind's cache to be routed (after a start, most of them)."""
@@ -280,11 +253,7 @@ class EventHandlers:
         def handler(etype: str, obj: Obj, old: Obj | None) -> None:
             if etype == DELETED:
                 self.deleted.note(o.uid(obj))
-            if (
-                etype == MODIFIED
-                and old is not None
-                and strip_volatile(old, keep_status) == strip_volatile(obj, keep_status)
-            ):
+            if etype == MODIFIED and old is not None and same_reads(old, obj, keep_status=keep_status):
                 return
             for wl in self.index.workloads_reading(o.uid(obj)):
                 self.changed(wl)
@@ -316,7 +285,7 @@ class EventHandlers:
     def on_pod_group(self, etype: str, pg: Obj, old: Obj | None) -> None:
         if self.expectations.observe(PODGROUP_KIND, etype, pg):
             return
-        if etype == MODIFIED and old is not None and strip_volatile(old, False) == strip_volatile(pg, False):
+        if etype == MODIFIED and old is not None and same_reads(old, pg):
             return
         wl = self.index.workload_of_pod_group((o.namespace(pg), o.name(pg)))
         if wl is not None:
@@ -346,4 +315,4 @@ class EventHandlers:
             self.route_pod(pod, new=True)  # new to this grouper
 
 
-__all__ = ["EventHandlers", "pod_signature", "strip_volatile"]
+__all__ = ["EventHandlers"]

@@ -16,35 +16,31 @@ When the hold ends with the PodGroup still wanted (the definition came back), th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from grouper.core.decision import Decision
-from grouper.core.hold import DEFINITION_ANNOTATION, HELD_ANNOTATION, Hold, hold_of, source_of
+from grouper.core.hold import (
+    DEFINITION_ANNOTATION,
+    HELD_ANNOTATION,
+    Held,
+    Hold,
+    hold_of,
+    replan,
+    say_held,
+    source_of,
+    unchanged_source,
+)
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import Obj
-from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
+from grouper.model.podgroup import OwnerRef
 from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.podgroups import PodGroupWriter
 
 log = logging.getLogger(__name__)
 GANG_HELD_REASON = "GangHeld"
 KARTA_API_VERSION = "run.ai/v1alpha1"
-
-
-class PlannedGroup(Protocol):
-    metadata: PodGroupMetadata
-    pods: list[str]
-
-
-@dataclass
-class Held:
-    """What :meth:`Holds.apply` kept: the held PodGroups' names and, per pod, the hold that placed it."""
-
-    names: set[str] = field(default_factory=set)
-    pods: dict[str, Hold] = field(default_factory=dict)
 
 
 class Holds:
@@ -76,17 +72,18 @@ class Holds:
         workload: OwnerRef,
         groups: list[Any],
         placement: dict[str, tuple[str, str | None]],
-        pods: Mapping[str, Obj],
+        pod: Callable[[str], Obj | None],
         decided: Iterable[tuple[Obj, Decision]],
     ) -> Held:
         """Hold what must be held: ``groups`` (the plan's PodGroups) lose those that replace a held one and
-        ``placement`` sends their pods to it; decisions of the pods placed so say it. Returns what was held."""
+        ``placement`` sends their pods to it (:func:`~grouper.core.hold.replan`; ``pod(name)``: the pod as it is
+        now); decisions of the pods placed so say it. Returns what was held."""
         held = Held()
         stored = [pg for pg in self.stored_of(namespace, workload.uid) if DEFINITION_ANNOTATION in o.annotations(pg)]
         if not stored:
             return held
         planned = {g.metadata.name: g for g in groups}
-        if all(_unchanged_source(pg, planned) for pg in stored):
+        if all(unchanged_source(pg, planned) for pg in stored):
             return held  # the steady state: every one decided again by the definition that made it
         top = self.owner(workload, namespace)
         generation = o.meta(top).get("generation") if top is not None else None
@@ -99,41 +96,14 @@ class Holds:
                 await self._release(pg, planned)
                 continue
             held.names.add(o.name(pg))
-            self._replan(pg, hold, replacing, groups, placement, pods, held)
+            replan(pg, hold, replacing, groups, placement, pod, held)
             await self._mark(pg, hold, namespace, workload)
         if held.pods:
             for _, d in decided:
                 hold_of_pod = held.pods.get(d.pod_name)
                 if hold_of_pod is not None and d.outcome == "grouped":
-                    _say_held(d, hold_of_pod, placement.get(d.pod_name))
+                    say_held(d, hold_of_pod, placement.get(d.pod_name))
         return held
-
-    @staticmethod
-    def _replan(
-        pg: Obj,
-        hold: Hold,
-        replacing: list[Any],
-        groups: list[Any],
-        placement: dict[str, tuple[str, str | None]],
-        pods: Mapping[str, Obj],
-        held: Held,
-    ) -> None:
-        name = o.name(pg)
-        subs = {sg.get("name") for sg in (pg.get("spec") or {}).get("subGroups") or [] if isinstance(sg, dict)}
-        for g in replacing:
-            if g in groups:
-                groups.remove(g)
-            for pod_name in g.pods:
-                held.pods[pod_name] = hold
-                if pod_name not in placement:
-                    continue  # not looked at in this pass: it is where the last pass put it
-                _, sub = placement[pod_name]
-                pod = pods.get(pod_name)
-                if pod is not None and o.annotations(pod).get(POD_GROUP_ANNOTATION) == name:
-                    sub = o.labels(pod).get(SUBGROUP_LABEL)  # already in it: as it is
-                elif sub not in subs:
-                    sub = None
-                placement[pod_name] = (name, sub)
 
     async def _mark(self, pg: Obj, hold: Hold, namespace: str, workload: OwnerRef) -> None:
         """Mark the held PodGroup once per transition and say so in Events on the workload and the Karta."""
@@ -147,7 +117,7 @@ class Holds:
             return  # held all the same; marked and reported by the next pass
         log.warning("PodGroup %s/%s %s", namespace, o.name(pg), message, extra={"podgroup": o.name(pg)})
         text = f"PodGroup {namespace}/{o.name(pg)} {message}"
-        involved = InvolvedObject(workload.api_version, workload.kind, namespace, workload.name, workload.uid)
+        involved = InvolvedObject.of_owner(workload, namespace)
         await self.recorder.warn(involved, text, reason=GANG_HELD_REASON)
         registry = self.definitions()
         loaded = registry.get(hold.definition) if registry is not None else None
@@ -167,25 +137,4 @@ class Holds:
             log.warning("cannot unmark PodGroup %s/%s: %s", o.namespace(pg), o.name(pg), e)
 
 
-def _unchanged_source(pg: Obj, planned: dict[str, Any]) -> bool:
-    ann = o.annotations(pg)
-    g = planned.get(o.name(pg))
-    return (
-        g is not None
-        and HELD_ANNOTATION not in ann
-        and g.metadata.annotations.get(DEFINITION_ANNOTATION) == ann.get(DEFINITION_ANNOTATION)
-    )
-
-
-def _say_held(d: Decision, hold: Hold, place: tuple[str, str | None] | None) -> None:
-    """The decision's record tells where the pod is and why: its own PodGroup would be a weaker gang."""
-    would_be = d.pod_group.name if d.pod_group is not None else None
-    if place is not None and d.pod_group is not None:
-        d.pod_group = d.pod_group.for_keeping()
-        d.pod_group.name, d.sub_group = place
-    d.reason = "Held"
-    d.message = f"PodGroup {hold.pod_group} {hold.message}"
-    d.notes.append(f"{hold.message}; the new decision would be PodGroup {would_be}")
-
-
-__all__ = ["GANG_HELD_REASON", "Held", "Holds"]
+__all__ = ["GANG_HELD_REASON", "Holds"]

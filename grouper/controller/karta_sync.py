@@ -20,50 +20,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from grouper.core.hold import DEFINITION_ANNOTATION
-from grouper.karta import DefinitionRegistry, KartaDefinition, LoadedDefinition
+from grouper.core.hold import made_by_definition
+from grouper.karta import DefinitionRegistry, LoadedDefinition
 from grouper.kube.cache import POD, ClusterCache
 from grouper.kube.informer import DELETED, MODIFIED, Informer
 from grouper.model import objects as o
-from grouper.model.objects import GVK, Obj
+from grouper.model.objects import Obj
 from grouper.observability.metrics import Metrics
 from grouper.writer.events import EventRecorder, InvolvedObject
 
 log = logging.getLogger(__name__)
 INVALID_KARTA_REASON = "InvalidKarta"
 Kinds = set[tuple[str, str]]  # (group, kind)
-
-
-def definition_kinds(defn: KartaDefinition) -> Kinds:
-    """The (group, kind) of a definition's root and components: the owners its pods can have. Its
-    ``additionalChildKinds`` (Services, routes, ...) own no pods and are not followed."""
-    out: Kinds = set()
-    for c in defn.components():
-        if c.kind is not None and c.kind.kind:
-            out.add((c.kind.group, c.kind.kind))
-    if defn.gvk.kind:
-        out.add((defn.gvk.group, defn.gvk.kind))
-    return out
-
-
-def pod_paths(defn: KartaDefinition) -> list[str]:
-    """The jq paths a definition evaluates on pods (selectors and alpha grouping keys)."""
-    paths: list[str] = []
-    for c in defn.components():
-        sel = c.pod_selector
-        if sel is None:
-            continue
-        if sel.component_type is not None and sel.component_type.key_path:
-            paths.append(sel.component_type.key_path)
-        for p in (sel.instance_id_path, sel.replica_key_path):
-            if p:
-                paths.append(p)
-    if defn.gang is not None:
-        for group in defn.gang.pod_groups:
-            for member in group.members:
-                paths.extend(member.group_by_key_paths)
-                paths.extend(member.filters)
-    return paths
 
 
 class KartaSync:
@@ -76,7 +44,6 @@ class KartaSync:
         metrics: Metrics,
         requeue_kinds: Callable[[Kinds], None],
         spawn: Callable[[Any], None],
-        fixed_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.registry = registry
         self.cache = cache
@@ -84,10 +51,8 @@ class KartaSync:
         self.metrics = metrics
         self.requeue_kinds = requeue_kinds
         self.spawn = spawn
-        self.fixed_kinds = fixed_kinds
         self._events: asyncio.Queue[tuple[str, Obj, bool]] = asyncio.Queue()
         self._consumer: asyncio.Task[None] | None = None
-        self.applied = 0  # events applied (tests wait on it)
         # PodGroup uid -> (group, kind) of its owner, for PodGroups that record the definition which made them
         self._sourced: dict[str, tuple[str, str]] = {}
         self.refresh_policy()
@@ -110,7 +75,7 @@ class KartaSync:
 
         def handler(etype: str, obj: Obj, old: Obj | None) -> None:
             uid = o.uid(obj)
-            kind = None if etype == DELETED else _sourced_owner_kind(obj)
+            kind = None if etype == DELETED else made_by_definition(obj)
             if self._sourced.get(uid) == kind:
                 return
             before = set(self._sourced.values())
@@ -128,10 +93,6 @@ class KartaSync:
         while self._consumer is not None and not self._consumer.done():
             await asyncio.shield(self._consumer)
 
-    @property
-    def pending(self) -> int:
-        return self._events.qsize() + (0 if self._consumer is None or self._consumer.done() else 1)
-
     async def _drain(self) -> None:
         while not self._events.empty():
             etype, obj, synced = self._events.get_nowait()
@@ -139,14 +100,13 @@ class KartaSync:
                 await self._apply(etype, obj, synced)
             except Exception:
                 log.exception("cannot apply Karta %s", o.name(obj), extra={"karta": o.name(obj)})
-            self.applied += 1
 
     async def _apply(self, etype: str, obj: Obj, synced: bool) -> None:
         name = o.name(obj)
         before = self.registry.get(name)
         affected: Kinds = set()
         if before is not None and before.source == "cluster":
-            affected = definition_kinds(before.definition)
+            affected = before.definition.owner_kinds()
         if etype == DELETED:
             self.registry.remove_cluster_object(name)
         else:
@@ -154,7 +114,7 @@ class KartaSync:
             loaded = await self.registry.upsert_cluster_object_async(obj)
             self._report_invalid(obj, loaded)
             if loaded is not None:
-                affected |= definition_kinds(loaded.definition)
+                affected |= loaded.definition.owner_kinds()
         self.update_metrics()
         self.refresh_policy()
         if synced and affected:
@@ -165,8 +125,8 @@ class KartaSync:
         kinds: Kinds = set()
         paths: list[str] = []
         for ld in self.registry.all():
-            kinds |= definition_kinds(ld.definition)
-            paths.extend(pod_paths(ld.definition))
+            kinds |= ld.definition.owner_kinds()
+            paths.extend(ld.definition.pod_paths())
         self.cache.policy.karta = frozenset(kinds | set(self._sourced.values()))
         if self.cache.pod_shape.widen(paths):
             pods = self.cache.informer(POD)
@@ -188,31 +148,13 @@ class KartaSync:
         self.spawn(self.recorder.warn(involved, message, reason=INVALID_KARTA_REASON))
 
     def update_metrics(self) -> None:
-        """``podgrouper_karta_definitions{origin,state}`` (state: valid, invalid, quarantined); cluster Kartas
-        that failed to load count as invalid."""
-        states = ("valid", "invalid", "quarantined")
-        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in states}
-        for ld in self.registry.all():
-            state = "quarantined" if ld.quarantine else "valid" if ld.report.ok else "invalid"
-            counts[(ld.source, state)] += 1
-        counts[("cluster", "invalid")] += len(self.registry.cluster_errors())
-        for (origin, state), n in counts.items():
+        """``podgrouper_karta_definitions{origin,state}`` (:meth:`DefinitionRegistry.state_counts`)."""
+        for (origin, state), n in self.registry.state_counts().items():
             self.metrics.karta_definitions.labels(origin=origin, state=state).set(n)
-
-
-def _sourced_owner_kind(pg: Obj) -> tuple[str, str] | None:
-    """(group, kind) of the PodGroup's owner when the PodGroup records the definition that made it."""
-    if DEFINITION_ANNOTATION not in o.annotations(pg):
-        return None
-    refs = o.owner_references(pg)
-    if not refs or not isinstance(refs[0], dict):
-        return None
-    gvk = GVK.from_api_version(str(refs[0].get("apiVersion") or ""), str(refs[0].get("kind") or ""))
-    return (gvk.group, gvk.kind) if gvk.kind and gvk.kind != "Pod" else None
 
 
 def _spec_of(obj: Obj) -> Any:
     return (obj.get("spec"), o.labels(obj), bool(o.meta(obj).get("deletionTimestamp")))
 
 
-__all__ = ["INVALID_KARTA_REASON", "KartaSync", "definition_kinds", "pod_paths"]
+__all__ = ["INVALID_KARTA_REASON", "KartaSync"]

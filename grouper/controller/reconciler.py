@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from grouper.controller.holds import Holds
 from grouper.controller.plans import PlanCache
@@ -31,16 +29,20 @@ from grouper.controller.queue import WorkQueue
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.controller.workloads import DeletedOwners, WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
+from grouper.core.gang_state import parse_time
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
+from grouper.core.hold import Held
 from grouper.core.owner_chain import SharedChains
-from grouper.core.satisfiable import unsatisfiable_reasons
+from grouper.core.satisfiable import plan_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import (
     POD,
+    POD_OWNED_INDEX,
     POD_PODGROUP_INDEX,
     PODGROUP,
+    PODGROUP_OWNER_INDEX,
     Absent,
     CacheLookups,
     ClusterCache,
@@ -57,7 +59,7 @@ from grouper.records.decisions import DecisionStore
 from grouper.writer.events import EventRecorder, InvolvedObject
 from grouper.writer.failures import failure_message, failure_reason, is_terminal_error
 from grouper.writer.podgroups import NotLeader, PodGroupWriter
-from grouper.writer.pods import PatchResult, PodPatcher
+from grouper.writer.pods import Landed, PatchResult, PodPatcher
 from grouper.writer.upstream import UpstreamWriter, upstream_desired
 
 log = logging.getLogger(__name__)
@@ -66,8 +68,6 @@ log = logging.getLogger(__name__)
 # for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
 Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
 OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
-PODGROUP_OWNER_INDEX = "owner-uid"
-POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
 
 
 @dataclass
@@ -104,33 +104,6 @@ class Result:
         return "ok" if self.requeue_after is None else "requeue"
 
 
-def _age(pod: Obj) -> float:
-    """Seconds since the pod was created (large when unknown, so nothing waits on a bad timestamp)."""
-    ts = str(o.meta(pod).get("creationTimestamp") or "")
-    try:
-        created = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return float("inf")
-    return time.time() - created
-
-
-def podgroup_owner_uids(pg: Obj) -> list[str]:
-    return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
-
-
-def pod_owned_namespaces(pg: Obj) -> list[str]:
-    """Index values of a PodGroup: its namespace when a pod owns it."""
-    return [o.namespace(pg)] if any(r.get("kind") == "Pod" for r in o.owner_references(pg)) else []
-
-
-def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
-    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
-
-
-def _pod_involved(pod: Obj) -> InvolvedObject:
-    return InvolvedObject("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
-
-
 def _rv(obj: Obj) -> str:
     return str(o.meta(obj).get("resourceVersion") or "")
 
@@ -143,27 +116,22 @@ def decision_dependencies(pod: Obj, d: Decision) -> set[str]:
     return deps
 
 
-class _PodsNow(Mapping[str, Obj]):
-    """The plan's pods by name, those a plan updated from the last one did not look at (``UNSEEN``) as the
-    cache has them now: what a hold reads of them."""
+class Groups(Protocol):
+    """What a pass asks of the WorkloadGroups (``controller/workload_groups.py``)."""
 
-    def __init__(self, rec: Reconciler, wl: WorkloadKey, plan: WorkloadPlan) -> None:
-        self.rec, self.wl, self.plan = rec, wl, plan
+    def handles(self, wl: WorkloadKey) -> bool:
+        """Whether ``wl`` is a WorkloadGroup's own key (reconciled there, not here)."""
+        ...
 
-    def __getitem__(self, name: str) -> Obj:
-        pod = self.plan.pods[name]
-        if pod:
-            return pod
-        found = self.rec._pods_named(self.wl, self.plan, [name])
-        if not found:
-            raise KeyError(name)
-        return found[0]
+    async def reconcile(self, wl: WorkloadKey) -> Result: ...
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.plan.pods)
+    def claim(self, wl: WorkloadKey, plan: WorkloadPlan) -> bool:
+        """Whether a member workload's group writes for it (its pass then writes nothing of its own)."""
+        ...
 
-    def __len__(self) -> int:
-        return len(self.plan.pods)
+    def gone(self, wl: WorkloadKey) -> None:
+        """``wl`` has no pods left: its group (if any) looks again."""
+        ...
 
 
 @dataclass
@@ -212,16 +180,16 @@ class Reconciler:
         self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
-            stored_of=self._pod_groups_owned,
+            stored_of=self.pod_groups_owned,
             pods_naming=self._pods_naming,
-            owner=self._cached_owner,
+            owner=self.cached_owner,
             definitions=lambda: self.grouper.definitions,
             writer=self.writer,
             recorder=self.recorder,
         )
-        # the WorkloadGroups (controller/workload_groups.py), set by the controller: a group's key is reconciled
+        # the WorkloadGroups, set by the wiring (they plan through this reconciler): a group's key is reconciled
         # there, and a member workload's pass hands it over instead of writing its own PodGroups
-        self.groups: Any = None
+        self.groups: Groups | None = None
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
         t0 = time.monotonic()
@@ -443,18 +411,19 @@ class Reconciler:
         result = Result(plugin=plan.plugin)
         workload_ref = plan.workload_ref
         if workload_ref is not None:
-            workload_obj = _involved(workload_ref, wl.namespace)
+            workload_obj = InvolvedObject.of_owner(workload_ref, wl.namespace)
         else:
             first = min(plan.pods)
-            workload_obj = _pod_involved(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
+            workload_obj = InvolvedObject.of_pod(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
         lookups = self.cache.lookups()
         groups, placement = list(plan.groups), dict(plan.placement)
         held = (
-            await self.holds.apply(wl.namespace, workload_ref, groups, placement, _PodsNow(self, wl, plan), plan.decided)
+            await self.holds.apply(wl.namespace, workload_ref, groups, placement,
+                                   lambda name: next(iter(self._pods_named(wl, plan, [name])), None), plan.decided)
             if workload_ref is not None and self.upstream is None
-            else None
+            else Held()
         )
-        holding = held is not None and bool(held.names)
+        holding = bool(held.names)
         if holding:  # its placement is the hold's: decide all next time
             self.plans.invalidate(wl)
         # a plan updated from the last one carried out: only its PodGroups merged again are written and only
@@ -465,7 +434,7 @@ class Reconciler:
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
         awaiting_gc = awaiting_cache = transient_errors = 0
         for pod, d in plan.decided:
-            if d.outcome == "error" and d.reason in OWNER_GONE_REASONS and _age(pod) < self.tuning.young_pod_seconds:
+            if self.owner_behind(pod, d):
                 awaiting_cache += 1
                 continue
             self.store.record_decision(d, str(wl))
@@ -505,7 +474,7 @@ class Reconciler:
                     log.warning("PodGroup %s/%s: %s", md.namespace, md.name, warning, extra={"podgroup": md.name})
                     await self.recorder.warn(workload_obj, f"PodGroup {md.namespace}/{md.name}: {warning}")
             await self._say_unsatisfiable(workload_obj, g)
-        held_names = sorted(held.names) if held is not None else []
+        held_names = sorted(held.names)
         ok_groups.update(held_names)  # stored as they are: their pods can be placed
         for name in held_names:
             self._record_held(wl, name, held)
@@ -518,7 +487,7 @@ class Reconciler:
         failures = self._patch_failures.get(wl, {})
         if self.upstream is None:
             kept = plan.kept
-            landed = self._landing(wl, workload_obj)  # one callback for the pass's patches
+            landed = self.landing(wl, workload_obj)  # one callback for the pass's patches
             places = placement.items() if looked_at is None else [
                 (n, placement[n]) for n in sorted(looked_at) if n in placement
             ]
@@ -550,8 +519,7 @@ class Reconciler:
                 was = o.annotations(pod).get(POD_GROUP_ANNOTATION)
                 if was and was != pg:  # moved away from it: that PodGroup is replaced (step 4)
                     self._moving.setdefault(wl, set()).add(was)
-                self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
-                self.patcher.start(pod, pg, sub, landed)
+                self.send(wl, pod, (pg, sub), landed)
                 result.written += 1
 
         # 4. PodGroups of this workload that it no longer wants and no pod names (its name changed): at once,
@@ -560,7 +528,7 @@ class Reconciler:
                 and self.upstream is None:
             replaced, later = self._replaced(wl, workload_ref.uid, {g.metadata.name for g in groups} | set(held_names))
             if replaced:
-                result.written += await self._delete_replaced(wl, replaced)
+                result.written += await self.delete_replaced(wl, replaced)
             if later:
                 self._owed.add(wl)
                 result.deferred = True
@@ -584,7 +552,18 @@ class Reconciler:
             self.plans.settle(wl, plan, frozenset(terminal))
         return result
 
-    def _landing(self, wl: WorkloadKey, workload_obj: InvolvedObject) -> Callable[[Obj, PatchResult | Exception], Any]:
+    def send(self, wl: WorkloadKey, pod: Obj, place: tuple[str, str | None], landed: Landed, *,
+             again: bool = False) -> None:
+        """Send the pod's patch on its way for ``wl``'s pass (a workload's, or a WorkloadGroup's), counted: when
+        the last of ``wl``'s lands, ``wl`` is queued again if something is owed (``again``: a look at what the
+        patches changed is)."""
+        self._in_flight[wl] = self._in_flight.get(wl, 0) + 1
+        if again:
+            self._owed.add(wl)
+        self.patcher.start(pod, *place, landed)
+
+    def landing(self, wl: WorkloadKey, workload_obj: InvolvedObject) -> Landed:
+        """The callback of ``wl``'s pod patches: each outcome recorded and reported (:meth:`_landed`)."""
         async def landed(pod: Obj, outcome: PatchResult | Exception) -> None:
             try:
                 await self._landed(wl, workload_obj, pod, outcome)
@@ -616,7 +595,7 @@ class Reconciler:
         failures = self._patch_failures.setdefault(wl, {})
         if not isinstance(outcome, Exception):
             self.store.record_pod_patched(ns, name, outcome)
-            self.recorder.clear(_pod_involved(pod), "PodPatch")
+            self.recorder.clear(InvolvedObject.of_pod(pod), "PodPatch")
             if failures.pop(name, None) is not None and not failures:
                 del self._patch_failures[wl]
             return
@@ -631,7 +610,7 @@ class Reconciler:
         failures[name] = _PatchFailure(msg, retryable)
         self.store.record_workload(str(wl), result="error" if retryable else "failed", error=msg)
         log.warning("%s", msg, extra={"pod": f"{ns}/{name}", "retrying": retryable})
-        await self.recorder.report(_pod_involved(pod), "PodPatch", msg)
+        await self.recorder.report(InvolvedObject.of_pod(pod), "PodPatch", msg)
         if workload_obj.uid != o.uid(pod):
             await self.recorder.report(workload_obj, f"Pod/{name}", msg)
         if first and retryable:
@@ -648,13 +627,10 @@ class Reconciler:
 
     async def _say_unsatisfiable(self, workload_obj: InvolvedObject, g: PlannedGroup) -> None:
         """A gang that can never be scheduled as it stands (``core/satisfiable.py``, the rules ``grouper
-        plan`` and ``explain`` print): one Warning Event on the workload while the reason stands, none once
-        it is gone. An empty sub-group counts only when the PodGroup has as many pods as its leaf minimums
-        add up to: while a workload's pods are still being created, an empty sub-group proves nothing."""
+        plan`` and ``explain`` print, judged as its pods are still being created): one Warning Event on the
+        workload while the reason stands, none once it is gone."""
         md = g.metadata
-        parents = {sg.parent for sg in md.sub_groups if sg.parent}
-        need = sum(sg.min_member or 0 for sg in md.sub_groups if sg.name not in parents)
-        reasons = unsatisfiable_reasons(md, g.members(), complete=len(g.pods) >= need)
+        reasons = plan_reasons(g, filling=True)
         cause = f"Unsatisfiable/{md.name}"
         if not reasons:
             self.recorder.clear(workload_obj, cause)
@@ -699,7 +675,7 @@ class Reconciler:
             )
         return op, error, retryable
 
-    def _record_held(self, wl: WorkloadKey, name: str, held: Any) -> None:
+    def _record_held(self, wl: WorkloadKey, name: str, held: Held) -> None:
         stored = self.writer.current(wl.namespace, name)
         pods = sorted(p for p, h in held.pods.items() if h.pod_group == name)
         message = next((h.message for h in held.pods.values() if h.pod_group == name), "held")
@@ -707,13 +683,21 @@ class Reconciler:
             wl.namespace, name, workload=str(wl), desired=stored, operation="held", pods=pods, notes=[message]
         )
 
-    def _cached_owner(self, ref: OwnerRef, namespace: str) -> Obj | None:
+    def owner_behind(self, pod: Obj, d: Decision) -> bool:
+        """Whether the decision failed for a missing owner of a pod so young that the owner's watch event is
+        likely just behind the pod's (two streams): the pass then waits quietly instead of reporting it."""
+        if d.outcome != "error" or d.reason not in OWNER_GONE_REASONS:
+            return False
+        created = parse_time(o.meta(pod).get("creationTimestamp"))  # unknown: old, nothing waits on a bad one
+        return created is not None and time.time() - created.timestamp() < self.tuning.young_pod_seconds
+
+    def cached_owner(self, ref: OwnerRef, namespace: str) -> Obj | None:
         try:
             return self.cache.lookups().get(ref.api_version, ref.kind, namespace, ref.name)
         except Exception:  # not cached / not allowed: no generation to compare, nothing is held
             return None
 
-    def _pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
+    def pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
         pgs = self.cache.informer(PODGROUP)
         if pgs is None:
             return []
@@ -792,7 +776,7 @@ class Reconciler:
             if name in wanted or o.namespace(pg) != wl.namespace or self.writer.current(wl.namespace, name) is None:
                 moving.discard(name)
                 continue  # wanted, elsewhere, or deleted already (not seen yet)
-            namers = self._namers(pods, wl.namespace, name)
+            namers = self.namers(pods, wl.namespace, name)
             if not namers:
                 if name in moving or name in pod_owned:
                     now.append(pg)
@@ -808,7 +792,7 @@ class Reconciler:
             self._moving.pop(wl, None)
         return now, later
 
-    async def _delete_replaced(self, wl: WorkloadKey, replaced: list[Obj]) -> int:
+    async def delete_replaced(self, wl: WorkloadKey, replaced: list[Obj], why: str = "replaced") -> int:
         deleted = 0
         for pg in replaced:
             name = o.name(pg)
@@ -816,10 +800,10 @@ class Reconciler:
             if await self.writer.delete(wl.namespace, name, o.uid(pg)):
                 deleted += 1
                 self.store.forget_pod_group(wl.namespace, name)
-                log.info("PodGroup %s deleted: replaced", name, extra={"podgroup": name, "workload": str(wl)})
+                log.info("PodGroup %s deleted: %s", name, why, extra={"podgroup": name, "workload": str(wl)})
         return deleted
 
-    def _namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
+    def namers(self, pods: Any, namespace: str, pod_group: str) -> list[str]:
         """The pods that name the PodGroup, counting our own patches the cache has not shown yet."""
         out = []
         for pod in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{pod_group}"):
@@ -829,6 +813,6 @@ class Reconciler:
         return out
 
     async def _warn(self, pod: Obj, workload: InvolvedObject, message: str) -> None:
-        await self.recorder.warn(_pod_involved(pod), message)
+        await self.recorder.warn(InvolvedObject.of_pod(pod), message)
         if workload.uid != o.uid(pod):
             await self.recorder.warn(workload, message)

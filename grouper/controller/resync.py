@@ -44,7 +44,6 @@ class Resyncer:
         self._kinds: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
         self._enqueue_task: asyncio.Task[None] | None = None
-        self.passes = 0
 
     def request(self, kinds: Iterable[tuple[str, str]] | None = None, *, debounce: bool = True) -> None:
         """Re-queue the workloads of ``kinds`` (every workload when None)."""
@@ -64,12 +63,13 @@ class Resyncer:
             for wl in workloads:
                 self.check(wl)
             return
-        self._enqueue_task = asyncio.get_running_loop().create_task(self._enqueue(workloads), name="resync-all")
+        self._enqueue_task = asyncio.get_running_loop().create_task(self._each(workloads, self.check), name="resync-all")
 
-    async def _enqueue(self, workloads: list[WorkloadKey]) -> None:
-        coop = Cooperative(self.chunk)
+    async def _each(self, workloads: list[WorkloadKey], queue: Callable[[WorkloadKey], None],
+                    coop: Cooperative | None = None) -> None:
+        coop = coop or Cooperative(self.chunk)
         for wl in workloads:
-            self.check(wl)
+            queue(wl)
             await coop.tick()
 
     @property
@@ -85,19 +85,13 @@ class Resyncer:
             await self._pass(scope)
 
     async def _pass(self, scope: Kinds) -> None:
-        self.passes += 1
         coop = Cooperative(self.chunk)
         if self.reroute is not None:
             for _ in self.reroute(scope):  # pods whose owner walk the change can affect
                 await coop.tick()
-        queued = 0
-        for wl in self.index.workloads():
-            if scope and (wl.group, wl.kind) not in scope:
-                continue
-            self.enqueue(wl)
-            queued += 1
-            await coop.tick()
-        log.debug("resync: %d workloads re-queued", queued, extra={"scope": sorted(scope) or "all"})
+        workloads = [wl for wl in self.index.workloads() if not scope or (wl.group, wl.kind) in scope]
+        await self._each(workloads, self.enqueue, coop)
+        log.debug("resync: %d workloads re-queued", len(workloads), extra={"scope": sorted(scope) or "all"})
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, self._enqueue_task) if t is not None]

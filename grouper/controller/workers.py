@@ -17,41 +17,40 @@ import time
 
 from grouper.controller.queue import ShutDown, WorkQueue
 from grouper.controller.reconciler import Reconciler, Result
-from grouper.controller.supervisor import Supervisor
 from grouper.controller.workloads import WorkloadKey
+from grouper.kube.informer import Spawner
 from grouper.observability.logging import log_context
 
 log = logging.getLogger(__name__)
 
 
 class WorkerPool:
-    def __init__(self, queue: WorkQueue[WorkloadKey], reconciler: Reconciler, supervisor: Supervisor, size: int) -> None:
+    def __init__(self, queue: WorkQueue[WorkloadKey], reconciler: Reconciler, supervisor: Spawner, size: int) -> None:
+        """``supervisor``: runs each worker, restarted when it crashes (``grouper.runtime.supervisor``)."""
         self.queue = queue
         self.reconciler = reconciler
         self.supervisor = supervisor
         self.size = max(1, size)
-        self.names: list[str] = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.last_progress: float | None = None  # monotonic time the last reconcile finished (liveness)
         self.finished = 0  # reconciles finished since start
 
     @property
     def running(self) -> bool:
-        return bool(self.names)
+        return bool(self.tasks)
 
     def start(self) -> None:
-        if self.names:
+        if self.tasks:
             return
-        self.names = [f"reconcile-worker-{i}" for i in range(self.size)]
-        for i, name in enumerate(self.names):
-            self.supervisor.spawn(name, functools.partial(self._work, i))
+        self.tasks = [self.supervisor.spawn(f"reconcile-worker-{i}", functools.partial(self._work, i))
+                      for i in range(self.size)]
 
     async def stop(self, *, drain: float = 0.0) -> None:
         """Stop the workers: wait up to ``drain`` seconds for in-flight reconciles, then cancel."""
-        names, self.names = self.names, []
-        if not names:
+        tasks, self.tasks = self.tasks, []
+        if not tasks:
             return
-        tasks = [t for t in (self.supervisor.task(n) for n in names) if t is not None]
-        if drain > 0 and tasks:
+        if drain > 0:
             _, pending = await asyncio.wait(tasks, timeout=drain)
         else:
             pending = set(tasks)

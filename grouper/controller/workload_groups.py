@@ -27,45 +27,44 @@ a deleted group must release its members, and a level-triggered controller canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from grouper.controller.handlers import strip_volatile
 from grouper.controller.reconciler import (
-    OWNER_GONE_REASONS,
-    PODGROUP_OWNER_INDEX,
     Reconciler,
     Result,
-    _age,
 )
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.core.decision import Decision
 from grouper.core.grouping import is_terminal
+from grouper.core.reads import same_reads
 from grouper.core.upstream import scheduling_group
-from grouper.core.workload_group import GroupRender, render_kai, rendered_name
+from grouper.core.workload_group import GroupRender, priority_values, render_kai, rendered_name
 from grouper.core.workload_group_members import collect
-from grouper.core.workload_group_status import active_condition, same_status, with_times
+from grouper.core.workload_group_status import active_condition, same_status, status_patch
 from grouper.core.workload_group_upstream import (
     MAX_TEMPLATES,
     UpstreamGroupObjects,
+    left_behind,
     member_pod_group,
     render_upstream,
+    stored_status,
+    stray_pods,
 )
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan
-from grouper.kube.cache import POD, POD_PODGROUP_INDEX, PODGROUP, PRIORITY_CLASS, ClusterCache
-from grouper.kube.informer import MODIFIED, Informer
+from grouper.kube.cache import POD, PRIORITY_CLASS, ClusterCache
+from grouper.kube.informer import MODIFIED
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model import workload_group as wg
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import POD_GROUP_ANNOTATION, OwnerRef
+from grouper.model.podgroup import OwnerRef
 from grouper.records.decisions import DecisionStore
 from grouper.writer.events import InvolvedObject
 from grouper.writer.failures import failure_message, is_terminal_error
 from grouper.writer.podgroups import NotLeader
-from grouper.writer.pods import PatchResult
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +80,6 @@ def is_group_key(wl: WorkloadKey) -> bool:
     return wl.kind == wg.KIND and wl.group == wg.GROUP
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _involved(ref: OwnerRef, namespace: str) -> InvolvedObject:
-    return InvolvedObject(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
-
 
 @dataclass
 class _Members:
@@ -97,6 +89,20 @@ class _Members:
     decisions: list[Decision] = field(default_factory=list)
     groups: list[PlannedGroup] = field(default_factory=list)
     pods: dict[str, Obj] = field(default_factory=dict)  # "namespace/name" -> pod
+
+
+@dataclass
+class _Written:
+    """What one backend's part of a group pass wrote: the inputs of the pass's records and status."""
+
+    op: str | None = None
+    error: str | None = None
+    stored: bool = False  # the rendered objects are stored
+    desired: Obj | None = None
+    pod_groups: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unplaced: int = 0  # member pods that do not name their place yet (Active)
+    upstream: UpstreamGroupObjects | None = None
 
 
 class WorkloadGroups:
@@ -117,17 +123,12 @@ class WorkloadGroups:
         self.enqueue, self.routing = enqueue, routing
         self.upstream = reconciler.upstream  # --backend=upstream: CompositePodGroup + child PodGroups instead
         self._member_of: dict[WorkloadKey, WorkloadKey] = {}  # member workload -> the group its last pass joined
-        self._in_flight: dict[WorkloadKey, int] = {}  # group -> pod patches on their way
-        self._owed: set[WorkloadKey] = set()  # groups to pass again once their patches land
 
     # ------------------------------------------------------------------ events
 
-    def attach(self, informer: Informer) -> None:
-        informer.add_handler(self.on_group)
-
     def on_group(self, etype: str, obj: Obj, old: Obj | None) -> None:
         # our own status writes change nothing a pass reads
-        if etype == MODIFIED and old is not None and strip_volatile(old, False) == strip_volatile(obj, False):
+        if etype == MODIFIED and old is not None and same_reads(old, obj):
             return
         self.enqueue(group_key(o.namespace(obj), o.name(obj)))
 
@@ -195,10 +196,7 @@ class WorkloadGroups:
 
     def _top_owner(self, wl: WorkloadKey, ref: OwnerRef | None = None) -> Obj | None:
         if ref is not None:
-            try:
-                return self.cache.lookups().get(ref.api_version, ref.kind, wl.namespace, ref.name)
-            except Exception:  # not cached / not allowed: no annotation to read
-                return None
+            return self.reconciler.cached_owner(ref, wl.namespace)
         for gvk in list(self.cache.kinds):
             if gvk.group == wl.group and gvk.kind == wl.kind:
                 inf = self.cache.informer(gvk)
@@ -210,19 +208,8 @@ class WorkloadGroups:
     def _candidates(self, namespace: str, name: str) -> list[WorkloadKey]:
         """Workloads of the namespace whose top owner names the group (a scan of the namespace's
         workloads: membership lives on the owners, which the pods' index does not key)."""
-        out = []
-        for wl in self.index.workloads():
-            if wl.namespace != namespace or is_group_key(wl):
-                continue
-            obj = self._top_owner(wl)
-            if obj is None:
-                continue
-            try:
-                if wg.membership(obj) == name:
-                    out.append(wl)
-            except wg.InvalidWorkloadGroup:
-                continue
-        return sorted(out)
+        return sorted(wl for wl in self.index.workloads()
+                      if wl.namespace == namespace and not is_group_key(wl) and self._annotated(wl, None) == name)
 
     # ------------------------------------------------------------------ the group's pass
 
@@ -252,9 +239,35 @@ class WorkloadGroups:
             self._member_of[wl] = key
             for _, d in plan.decided:
                 self.store.record_decision(d, str(wl))
+        result = Result(plugin="workload-group")
         if self.upstream is not None:
-            return await self._apply_upstream(key, obj, involved, render, found)
-        return await self._apply(key, obj, involved, render, found)
+            out = await self._write_upstream(key, obj, render, found, result)
+        else:
+            out = await self._write_kai(key, involved, render, found, result)
+        await self._report(involved, render, found)
+        self.store.record_pod_group(
+            ns, render.pod_group_name, workload=str(key), desired=out.desired, operation=out.op,
+            pods=sorted(render.placement), notes=[*render.notes, *render.pending, *out.notes],
+            error=out.error or ("; ".join(render.errors) if render.errors else None), stored=out.stored,
+        )
+        self.store.record_workload(
+            str(key), pods=len(render.placement), podGroups=out.pod_groups if out.stored else [],
+            plugin="workload-group", result="failed" if render.errors else "ok",
+            error="; ".join(render.errors[:3]) or None,
+        )
+        status = render.status()
+        if out.upstream is not None and out.stored:
+            stored_status(status, out.upstream, render.pod_group_name)
+        status["conditions"].append(active_condition(render.pod_group is not None, out.stored, out.unplaced))
+        try:
+            result.written += await self._write_status(obj, status)
+        except ApiError as e:
+            result.errors.append(f"WorkloadGroup {ns}/{name}: status not written: {failure_message(e)}")
+            result.terminal = result.terminal or is_terminal_error(e)
+        if render.errors and not result.errors:  # invalid: terminal, it waits for a change of the group or a member
+            result.errors.extend(render.errors)
+            result.terminal = True
+        return result
 
     async def _plan_members(self, candidates: list[WorkloadKey]) -> _Members | Result:
         out = _Members()
@@ -272,9 +285,7 @@ class WorkloadGroups:
                 if plan.errors or plan.requeue_after is not None:
                     return Result(list(plan.errors), requeue_after=plan.requeue_after)
                 continue
-            if any(d.outcome == "error" and d.reason in OWNER_GONE_REASONS
-                   and _age(pod) < self.reconciler.tuning.young_pod_seconds
-                   for pod, d in plan.decided):
+            if any(self.reconciler.owner_behind(pod, d) for pod, d in plan.decided):
                 # a new pod whose owner's watch event is just behind (as the workload's own pass does): wait
                 # quietly rather than report the group invalid for a moment
                 return Result(requeue_after=self.reconciler.tuning.await_cache_seconds)
@@ -286,169 +297,103 @@ class WorkloadGroups:
 
     def _priority_values(self) -> dict[str, int]:
         inf = self.cache.informer(PRIORITY_CLASS)
-        out: dict[str, int] = {}
-        for pc in inf.list() if inf is not None else ():
-            value = pc.get("value")
-            if isinstance(value, int) and not isinstance(value, bool):
-                out[o.name(pc)] = value
-        return out
+        return priority_values(inf.list() if inf is not None else ())
 
-    async def _apply(self, key: WorkloadKey, obj: Obj, involved: InvolvedObject, render: GroupRender,
-                     found: _Members) -> Result:
-        ns = key.namespace
-        result = Result(plugin="workload-group")
-        pg_name = render.pod_group_name
-        op: str | None = None
-        write_error: str | None = None
-        if render.pod_group is not None:
-            try:
-                op = await self.writer.apply(render.pod_group)
-            except ApiError as e:
-                write_error = f"PodGroup {ns}/{pg_name}: write failed: {failure_message(e)}"
-                result.errors.append(write_error)
-                result.terminal = is_terminal_error(e)
-            if op in ("created", "updated"):
-                result.written += 1
-                log.info("PodGroup %s %s for WorkloadGroup %s", pg_name, op, key.name,
-                         extra={"podgroup": pg_name, "workload": str(key)})
-            self.index.set_pod_groups(key, [(ns, pg_name)])  # changed by someone else: this key puts it right
+    async def _write(self, key: WorkloadKey, result: Result, what: str, failed: str,
+                     write: Callable[[], Awaitable[str | None]]) -> tuple[str | None, str | None]:
+        """One write of the group's objects (``what``: the rendered PodGroup, or the upstream objects), counted
+        in ``result``: (operation, error — ``failed`` and the API server's answer)."""
+        try:
+            op = await write()
+        except ApiError as e:
+            result.errors.append(f"{failed}: {failure_message(e)}")
+            result.terminal = is_terminal_error(e)
+            return None, result.errors[-1]
+        if op in ("created", "updated"):
+            result.written += 1
+            log.info("%s %s", what, op, extra={"workload": str(key)})
+        return op, None
+
+    async def _write_kai(self, key: WorkloadKey, involved: InvolvedObject, render: GroupRender, found: _Members,
+                         result: Result) -> _Written:
+        """The KAI backend: the rendered PodGroup (not rendered: none, a stored one is deleted), the member
+        pods placed in it (or, until it is, gated on its name), and the members' own PodGroups no pod names
+        any more deleted (once the patches moving their pods landed)."""
+        ns, name, md = key.namespace, render.pod_group_name, render.pod_group
+        out = _Written(desired=md.to_object() if md is not None else None, pod_groups=[name])
+        if md is not None:
+            out.op, out.error = await self._write(key, result, f"PodGroup {name} of WorkloadGroup {key.name}",
+                                                  f"PodGroup {ns}/{name}: write failed", lambda: self.writer.apply(md))
+            self.index.set_pod_groups(key, [(ns, name)])  # changed by someone else: this key puts it right
+            out.stored = out.error is None and (out.op is not None or self.writer.current(ns, name) is not None)
         else:
             self.index.set_pod_groups(key, ())
-            result.written += await self._delete_rendered(ns, pg_name)
-        stored = render.pod_group is not None and write_error is None and (
-            op is not None or self.writer.current(ns, pg_name) is not None)
-
+            result.written += await self._delete_rendered(key, name)
         # member pods: placed in the rendered PodGroup (or, until it is, gated on its name)
-        unplaced = 0
-        if render.pod_group is None or stored:
-            landed = self._landing(key)
-            for ref, (pg, sub) in sorted(render.placement.items()):
-                pod = found.pods.get(f"{ns}/{ref}")
-                if pod is None:
-                    continue
-                heading = self.patcher.heading(ns, ref)
-                if heading is not None:
-                    unplaced += heading != (pg, sub)
-                    if heading != (pg, sub):
-                        self._owed.add(key)
-                    continue
-                if not self.patcher.needed(pod, pg, sub):
-                    continue
-                unplaced += 1
-                self._in_flight[key] = self._in_flight.get(key, 0) + 1
-                self.patcher.start(pod, pg, sub, landed)
-                result.written += 1
-        else:
-            unplaced = len(render.placement)
-
-        # the members' own PodGroups no pod names any more (once the patches moving their pods landed)
+        stored_or_gate = md is None or out.stored
+        out.unplaced = self._place(key, involved, render, found, result) if stored_or_gate else len(render.placement)
         if not result.errors:
-            deleted, later = await self._delete_own(ns, found)
-            result.written += deleted
-            if later:
-                self._owed.add(key)
+            result.written += await self._delete_own(ns, found)
+        return out
 
-        await self._report(involved, render, found)
-        self.store.record_pod_group(
-            ns, pg_name, workload=str(key),
-            desired=render.pod_group.to_object() if render.pod_group is not None else None,
-            operation=op, pods=sorted(render.placement), notes=[*render.notes, *render.pending],
-            error=write_error or ("; ".join(render.errors) if render.errors else None),
-            stored=stored,
-        )
-        self.store.record_workload(
-            str(key), pods=len(render.placement), podGroups=[pg_name] if stored else [], plugin="workload-group",
-            result="failed" if render.errors else "ok", error="; ".join(render.errors[:3]) or None,
-        )
-        status = render.status()
-        status["conditions"].append(active_condition(render.pod_group is not None, stored, unplaced))
-        await self._finish(obj, status, render.errors, result)
-        return result
+    def _place(self, key: WorkloadKey, involved: InvolvedObject, render: GroupRender, found: _Members,
+               result: Result) -> int:
+        """Send the patches that place the member pods as ``render`` says; how many pods do not name their
+        place yet."""
+        ns, unplaced, landed = key.namespace, 0, self.reconciler.landing(key, involved)
+        for ref, (pg, sub) in sorted(render.placement.items()):
+            pod = found.pods.get(f"{ns}/{ref}")
+            if pod is None:
+                continue
+            heading = self.patcher.heading(ns, ref)
+            if heading is not None:
+                unplaced += heading != (pg, sub)
+                continue
+            if not self.patcher.needed(pod, pg, sub):
+                continue
+            unplaced += 1
+            # once they all landed, the group looks again: Active, the members' own PodGroups no pod names
+            self.reconciler.send(key, pod, (pg, sub), landed, again=True)
+            result.written += 1
+        return unplaced
 
-    async def _apply_upstream(self, key: WorkloadKey, obj: Obj, involved: InvolvedObject, render: GroupRender,
-                              found: _Members) -> Result:
+    async def _write_upstream(self, key: WorkloadKey, obj: Obj, render: GroupRender, found: _Members,
+                              result: Result) -> _Written:
         """The upstream backend: the CompositePodGroup and one child PodGroup per member (or one flattened
         gang where CompositePodGroup is not served), owned by the WorkloadGroup. Pods are never patched
         (a pod joins a PodGroup only at creation: the webhook names the member's child,
         :meth:`member_pod_group`); until the group is rendered none of its PodGroups exists, so no member
         pod binds. A member that left the group gets its unscheduled pods recreated by their controller
         (:meth:`_free_pods`)."""
-        assert self.upstream is not None
-        ns = key.namespace
-        result = Result(plugin="workload-group")
-        objs: UpstreamGroupObjects | None = None
-        write_error: str | None = None
-        op: str | None = None
-        notes = [*render.notes, *render.pending]
-        try:
+        upstream, ns, out = self.upstream, key.namespace, _Written()
+        assert upstream is not None
+
+        async def write() -> str | None:
             if render.pod_group is not None:
-                await self.upstream.resources()
-                assert self.upstream.versions is not None
+                await upstream.resources()
+                assert upstream.versions is not None
                 pc = render.pod_group.priority_class_name
-                objs = render_upstream(
-                    render, self.upstream.versions, self.upstream.versions.composite_pod_group,
+                out.upstream = render_upstream(
+                    render, upstream.versions, upstream.versions.composite_pod_group,
                     priority_class_exists=not pc or pc in self._priority_values(),
                 )
-            op = await self.upstream.apply_group(objs, ns, o.uid(obj))
-        except ApiError as e:
-            write_error = f"WorkloadGroup {ns}/{key.name}: upstream objects not written: {failure_message(e)}"
-            result.errors.append(write_error)
-            result.terminal = is_terminal_error(e)
-        if op in ("created", "updated"):
-            result.written += 1
-            log.info("upstream objects of WorkloadGroup %s %s", key.name, op, extra={"workload": str(key)})
+            return await upstream.apply_group(out.upstream, ns, o.uid(obj))
+
+        out.op, out.error = await self._write(key, result, f"upstream objects of WorkloadGroup {key.name}",
+                                              f"WorkloadGroup {ns}/{key.name}: upstream objects not written", write)
+        objs = out.upstream
         if objs is not None:
-            notes.extend(objs.notes)
-        # member pods: joined at creation; one that names another PodGroup joined before the group existed
-        stray = 0
-        if objs is not None:
-            for pod_name, want in sorted(objs.placement.items()):
-                pod = found.pods.get(f"{ns}/{pod_name}")
-                if pod is not None and scheduling_group(pod) != want:
-                    stray += 1
-            if stray:
-                notes.append(f"{stray} member pod(s) joined another PodGroup (or none) before the group existed: "
-                             "a pod's scheduling group is fixed at creation, so they are placed without the group")
+            out.stored = out.error is None
+            out.desired = {"workload": objs.workload, "compositePodGroup": objs.composite, "podGroups": objs.pod_groups}
+            out.pod_groups, out.notes = [o.name(p) for p in objs.pod_groups], list(objs.notes)
+            # member pods joined at creation: one that names another PodGroup joined before the group existed
+            out.unplaced = len(stray_pods(objs, lambda name: found.pods.get(f"{ns}/{name}")))
+            if out.unplaced:
+                out.notes.append(f"{out.unplaced} member pod(s) joined another PodGroup (or none) before the group "
+                                 "existed: a pod's scheduling group is fixed at creation, so they are placed without "
+                                 "the group")
         result.written += await self._free_pods(key, set(self._candidates(ns, key.name)))
-
-        await self._report(involved, render, found)
-        stored = objs is not None and write_error is None
-        self.store.record_pod_group(
-            ns, render.pod_group_name, workload=str(key),
-            desired={"workload": objs.workload, "compositePodGroup": objs.composite, "podGroups": objs.pod_groups}
-            if objs is not None else None,
-            operation=op, pods=sorted(render.placement), notes=notes,
-            error=write_error or ("; ".join(render.errors) if render.errors else None), stored=stored,
-        )
-        self.store.record_workload(
-            str(key), pods=len(render.placement),
-            podGroups=[o.name(p) for p in objs.pod_groups] if stored and objs is not None else [],
-            plugin="workload-group", result="failed" if render.errors else "ok",
-            error="; ".join(render.errors[:3]) or None,
-        )
-        status = render.status()
-        if stored and objs is not None:
-            kind = "CompositePodGroup" if objs.composite is not None else "PodGroup"
-            version = (objs.composite or objs.pod_groups[0])["apiVersion"]
-            status["renderedPodGroupRef"] = {"apiVersion": version, "kind": kind, "name": render.pod_group_name}
-            if objs.composite is None:  # the loss is stated where the user looks
-                status["conditions"][1]["message"] += f"; {objs.notes[0]}"
-        status["conditions"].append(active_condition(render.pod_group is not None, stored, stray))
-        await self._finish(obj, status, render.errors, result)
-        return result
-
-    async def _finish(self, obj: Obj, status: dict[str, Any], render_errors: list[str], result: Result) -> None:
-        """Write the group's status (when it changed); an invalid group's errors end its pass, terminal: it waits
-        for a change of the group or a member."""
-        try:
-            result.written += await self._write_status(obj, status)
-        except ApiError as e:
-            result.errors.append(f"WorkloadGroup {o.namespace(obj)}/{o.name(obj)}: status not written: "
-                                 f"{failure_message(e)}")
-            result.terminal = result.terminal or is_terminal_error(e)
-        if render_errors and not result.errors:
-            result.errors.extend(render_errors)
-            result.terminal = True
+        return out
 
     async def _free_pods(self, key: WorkloadKey, members: set[WorkloadKey], *, gone: bool = False) -> int:
         """Upstream backend: pods of the namespace's workloads but ``members`` that still name one of its
@@ -473,12 +418,11 @@ class WorkloadGroups:
                 pass
             for k in sorted(self.index.pods_of(wl)):
                 pod = pods_inf.get(*k)
-                group = scheduling_group(pod) if pod is not None else None
-                if pod is None or not group or not group.startswith(prefix) or is_terminal(pod):
+                fate = left_behind(pod, prefix) if pod is not None else None
+                if pod is None or fate is None:
                     continue
-                if (pod.get("spec") or {}).get("nodeName"):
-                    continue
-                if not any(r.get("controller") for r in o.owner_references(pod)):
+                group = scheduling_group(pod)
+                if fate == "bare":
                     log.warning("Pod %s/%s names PodGroup %s of WorkloadGroup %s it left; not recreated (no "
                                 "controller): delete it to schedule it alone", k[0], k[1], group, key.name)
                     continue
@@ -509,71 +453,36 @@ class WorkloadGroups:
         if self.upstream is not None:  # the owner's deletion takes the upstream objects (garbage collector)
             self._member_of = {wl: k for wl, k in self._member_of.items() if k != key}
             written = await self._free_pods(key, set(), gone=True)
-            self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))
-            self.store.forget_workload(str(key))
-            return Result(plugin="workload-group", written=written)
-        self.index.set_pod_groups(key, ())
-        written = await self._delete_rendered(key.namespace, rendered_name(key.namespace, key.name))
+        else:
+            self.index.set_pod_groups(key, ())
+            written = await self._delete_rendered(key, rendered_name(key.namespace, key.name))
         self.store.forget_pod_group(key.namespace, rendered_name(key.namespace, key.name))
         self.store.forget_workload(str(key))
         return Result(plugin="workload-group", written=written)
 
-    async def _delete_rendered(self, namespace: str, name: str) -> int:
-        stored = self.writer.current(namespace, name)
+    async def _delete_rendered(self, key: WorkloadKey, name: str) -> int:
+        stored = self.writer.current(key.namespace, name)
         if stored is None or not any(r.get("kind") == wg.KIND and str(r.get("apiVersion") or "").startswith(wg.GROUP)
                                      for r in o.owner_references(stored)):
             return 0  # not there, or not ours to delete
-        if await self.writer.delete(namespace, name, o.uid(stored)):
-            self.store.forget_pod_group(namespace, name)
-            log.info("PodGroup %s deleted: its WorkloadGroup is not rendered", name, extra={"podgroup": name})
-            return 1
-        return 0
+        return await self.reconciler.delete_replaced(key, [stored], "its WorkloadGroup is not rendered")
 
-    async def _delete_own(self, namespace: str, found: _Members) -> tuple[int, bool]:
-        """Delete the PodGroups owned by the members' top owners that no pod names; and whether more will
-        be once the patches on their way land."""
-        pgs, pods = self.cache.informer(PODGROUP), self.cache.informer(POD)
-        if pgs is None or pods is None:
-            return 0, False
-        deleted, later = 0, False
-        for plan in found.plans.values():
-            if plan.workload_ref is None or not plan.workload_ref.uid:
+    async def _delete_own(self, namespace: str, found: _Members) -> int:
+        """Delete the PodGroups owned by the members' top owners that no pod names any more: the group's
+        replaced them (one named by a pod whose patch moves it away goes once that patch has landed)."""
+        pods = self.cache.informer(POD)
+        deleted = 0
+        for wl, plan in found.plans.items():
+            if pods is None or plan.workload_ref is None or not plan.workload_ref.uid:
                 continue
-            for pg in pgs.by_index(PODGROUP_OWNER_INDEX, plan.workload_ref.uid):
-                name = o.name(pg)
-                if o.namespace(pg) != namespace or self.writer.current(namespace, name) is None:
-                    continue
-                namers = [p for p in pods.by_index(POD_PODGROUP_INDEX, f"{namespace}/{name}")
-                          if o.annotations(self.patcher.current(p)).get(POD_GROUP_ANNOTATION) == name]
-                if namers:
-                    later = later or any(self.patcher.heading(namespace, o.name(p)) is not None for p in namers)
-                    continue
-                if await self.writer.delete(namespace, name, o.uid(pg)):
-                    deleted += 1
-                    self.store.forget_pod_group(namespace, name)
-                    log.info("PodGroup %s deleted: its workload is in a WorkloadGroup", name,
-                             extra={"podgroup": name})
-        return deleted, later
-
-    def _landing(self, key: WorkloadKey) -> Callable[[Obj, PatchResult | Exception], Any]:
-        async def landed(pod: Obj, outcome: PatchResult | Exception) -> None:
-            if isinstance(outcome, Exception):
-                log.warning("Pod %s/%s: cannot place it in its WorkloadGroup's PodGroup: %s", o.namespace(pod),
-                            o.name(pod), outcome, extra={"pod": f"{o.namespace(pod)}/{o.name(pod)}"})
-                self._owed.add(key)
-            left = self._in_flight.get(key, 1) - 1
-            if left > 0:
-                self._in_flight[key] = left
-                return
-            self._in_flight.pop(key, None)
-            # the group looks again: Active, and the members' own PodGroups no pod names any more
-            self._owed.discard(key)
-            self.enqueue(key)
-
-        return landed
+            own = [pg for pg in self.reconciler.pod_groups_owned(namespace, plan.workload_ref.uid)
+                   if self.writer.current(namespace, o.name(pg)) is not None
+                   and not self.reconciler.namers(pods, namespace, o.name(pg))]
+            deleted += await self.reconciler.delete_replaced(wl, own, "its workload is in a WorkloadGroup")
+        return deleted
 
     async def _report(self, involved: InvolvedObject, render: GroupRender, found: _Members) -> None:
-        members = [_involved(p.workload_ref, involved.namespace) for p in found.plans.values()
+        members = [InvolvedObject.of_owner(p.workload_ref, involved.namespace) for p in found.plans.values()
                    if p.workload_ref is not None]
         cause = f"{CAUSE}/{involved.name}"
         if not render.errors:
@@ -596,10 +505,7 @@ class WorkloadGroups:
         res = await self.cache.discovery.resolve(WORKLOADGROUP)
         if res is None:
             return 0
-        written = with_times(status, stored, _now())
-        for k in stored or {}:  # a merge patch keeps what it does not name: a field the status no longer has is
-            written.setdefault(k, None)  # nulled (a renderedPodGroupRef of a group no longer rendered)
-        body = {"status": written}
+        body = {"status": status_patch(status, stored, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))}
         try:
             await self.writer.client.merge_patch(res.path(o.namespace(obj), o.name(obj), "status"), body)
         except ApiError as e:

@@ -19,8 +19,7 @@ from typing import NamedTuple
 from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.kube.cache import Dependency
 from grouper.kube.compact import Members, add_member, count, discard_member, members
-from grouper.model import objects as o
-from grouper.model.objects import GVK, Obj
+from grouper.model.objects import GVK
 from grouper.model.podgroup import OwnerRef
 
 NsName = tuple[str, str]
@@ -37,10 +36,6 @@ class WorkloadKey(NamedTuple):
     @classmethod
     def of_ref(cls, ref: OwnerRef, namespace: str) -> WorkloadKey:
         return cls(namespace, GVK.from_api_version(ref.api_version, ref.kind).group, ref.kind, ref.name)
-
-    @classmethod
-    def of_obj(cls, obj: Obj) -> WorkloadKey:
-        return cls(o.namespace(obj), GVK.of(obj).group, str(obj.get("kind") or ""), o.name(obj))
 
     @classmethod
     def of_pod(cls, namespace: str, name: str) -> WorkloadKey:
@@ -131,9 +126,6 @@ class WorkloadIndex:
 
     def pods_of(self, wl: WorkloadKey) -> set[NsName]:
         return {(wl.namespace, m) if isinstance(m, str) else m for m in members(self._wl_pods, wl)}
-
-    def pod_count(self, wl: WorkloadKey) -> int:
-        return count(self._wl_pods, wl)
 
     def workloads(self) -> list[WorkloadKey]:
         return list(set(self._wl_pods) | set(self._wl_pgs))

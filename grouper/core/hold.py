@@ -22,13 +22,14 @@ import hashlib
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from grouper.core.decision import Decision
 from grouper.model import objects as o
-from grouper.model.objects import Obj
-from grouper.model.podgroup import PodGroupMetadata
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, PodGroupMetadata
 
 if TYPE_CHECKING:
     from grouper.karta import KartaDefinition
@@ -172,16 +173,99 @@ def hold_of(
     return None
 
 
+def made_by_definition(pg: Obj) -> tuple[str, str] | None:
+    """(group, kind) of the PodGroup's owner when the PodGroup records the definition that made it: a kind
+    the owner walk must still follow once that definition is gone, so the rule finds the workload again."""
+    if DEFINITION_ANNOTATION not in o.annotations(pg):
+        return None
+    refs = o.owner_references(pg)
+    if not refs or not isinstance(refs[0], dict):
+        return None
+    gvk = GVK.from_api_version(str(refs[0].get("apiVersion") or ""), str(refs[0].get("kind") or ""))
+    return (gvk.group, gvk.kind) if gvk.kind and gvk.kind != "Pod" else None
+
+
+class PlannedGroup(Protocol):
+    metadata: PodGroupMetadata
+    pods: list[str]
+
+
+@dataclass
+class Held:
+    """What a pass held: the held PodGroups' names and, per pod, the hold that placed it."""
+
+    names: set[str] = field(default_factory=set)
+    pods: dict[str, Hold] = field(default_factory=dict)
+
+
+def unchanged_source(stored: Obj, planned: Mapping[str, PlannedGroup]) -> bool:
+    """The steady state: ``stored`` is planned again, by the definition that made it, and not marked held."""
+    ann = o.annotations(stored)
+    g = planned.get(o.name(stored))
+    return (
+        g is not None
+        and HELD_ANNOTATION not in ann
+        and g.metadata.annotations.get(DEFINITION_ANNOTATION) == ann.get(DEFINITION_ANNOTATION)
+    )
+
+
+def replan(
+    stored: Obj,
+    hold: Hold,
+    replacing: list[Any],
+    groups: list[Any],
+    placement: dict[str, tuple[str, str | None]],
+    pod: Callable[[str], Obj | None],
+    held: Held,
+) -> None:
+    """Put the held PodGroup back in the plan: ``groups`` lose those that replace it (``replacing``) and
+    ``placement`` sends their pods to it — a pod already in it keeps its sub-group label; another gets the
+    sub-group its new decision names if the held PodGroup has one of that name, else none. ``pod(name)``:
+    the pod as it is now."""
+    name = o.name(stored)
+    subs = {sg.get("name") for sg in (stored.get("spec") or {}).get("subGroups") or [] if isinstance(sg, dict)}
+    for g in replacing:
+        if g in groups:
+            groups.remove(g)
+        for pod_name in g.pods:
+            held.pods[pod_name] = hold
+            if pod_name not in placement:
+                continue  # not looked at in this pass: it is where the last pass put it
+            _, sub = placement[pod_name]
+            now = pod(pod_name)
+            if now is not None and o.annotations(now).get(POD_GROUP_ANNOTATION) == name:
+                sub = o.labels(now).get(SUBGROUP_LABEL)  # already in it: as it is
+            elif sub not in subs:
+                sub = None
+            placement[pod_name] = (name, sub)
+
+
+def say_held(d: Decision, hold: Hold, place: tuple[str, str | None] | None) -> None:
+    """The decision's record tells where the pod is and why: its own PodGroup would be a weaker gang."""
+    would_be = d.pod_group.name if d.pod_group is not None else None
+    if place is not None and d.pod_group is not None:
+        d.pod_group = d.pod_group.for_keeping()
+        d.pod_group.name, d.sub_group = place
+    d.reason = "Held"
+    d.message = f"PodGroup {hold.pod_group} {hold.message}"
+    d.notes.append(f"{hold.message}; the new decision would be PodGroup {would_be}")
+
+
 __all__ = [
     "DEFINITION_ANNOTATION",
     "GENERATION_ANNOTATION",
     "HELD_ANNOTATION",
     "Gang",
+    "Held",
     "Hold",
     "change_of",
     "definition_digest",
     "hold_of",
+    "made_by_definition",
+    "replan",
+    "say_held",
     "source_of",
     "stamp",
+    "unchanged_source",
     "weakenings",
 ]

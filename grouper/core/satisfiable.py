@@ -59,6 +59,11 @@ def unsatisfiable_reasons(
     return out
 
 
-def plan_reasons(pod_group: PlannedGroup) -> list[str]:
-    """``unsatisfiable_reasons`` of a planned PodGroup (``grouper plan``, the controller's desired state)."""
-    return unsatisfiable_reasons(pod_group.metadata, pod_group.members())
+def plan_reasons(pod_group: PlannedGroup, *, filling: bool = False) -> list[str]:
+    """``unsatisfiable_reasons`` of a planned PodGroup (``grouper plan``, the controller's desired state).
+    ``filling``: its workload's pods may still be being created (the controller's view), so an empty sub-group
+    counts only once the PodGroup has as many pods as its leaf minimums add up to."""
+    md = pod_group.metadata
+    parents = {sg.parent for sg in md.sub_groups if sg.parent}
+    need = sum(sg.min_member or 0 for sg in md.sub_groups if sg.name not in parents) if filling else 0
+    return unsatisfiable_reasons(md, pod_group.members(), complete=len(pod_group.pods) >= need)

@@ -44,7 +44,9 @@ from grouper.core.naming import shorten_name
 from grouper.core.upstream import tree_min_count
 from grouper.core.validation import validate_pod_group
 from grouper.core.workload_plan import PlannedGroup
+from grouper.model import objects as o
 from grouper.model.duration import parse_go_duration
+from grouper.model.objects import Obj
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup, TopologyConstraint
 from grouper.model.workload_group import API_VERSION, KIND, PREEMPTIBILITIES, WorkloadGroup
 
@@ -176,6 +178,12 @@ def _child(prefix: str, name: str) -> str:
 
 def _copy_topology(t: TopologyConstraint | None) -> TopologyConstraint | None:
     return None if t is None or t.is_empty() else replace(t)
+
+
+def priority_values(priority_classes: Iterable[Obj]) -> dict[str, int]:
+    """PriorityClass name -> its value (what :func:`render_kai` compares), of those with an integer value."""
+    return {o.name(pc): v for pc in priority_classes
+            if isinstance(v := pc.get("value"), int) and not isinstance(v, bool)}
 
 
 def derived_preemptibility(value: int | None) -> str | None:

@@ -45,6 +45,16 @@ def with_times(desired: dict[str, Any], stored: dict[str, Any] | None, now: str)
     return out
 
 
+def status_patch(desired: dict[str, Any], stored: dict[str, Any] | None, now: str) -> dict[str, Any]:
+    """The ``status`` of the merge patch that writes ``desired`` (:func:`with_times`) over ``stored``: a merge
+    patch keeps what it does not name, so a field the status no longer has is nulled (a ``renderedPodGroupRef``
+    of a group no longer rendered)."""
+    written = with_times(desired, stored, now)
+    for k in stored or {}:
+        written.setdefault(k, None)
+    return written
+
+
 def _without_times(status: dict[str, Any] | None) -> dict[str, Any]:
     out = copy.deepcopy(status or {})
     for c in out.get("conditions") or []:

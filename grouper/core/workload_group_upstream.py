@@ -18,12 +18,16 @@ whole group, so one member's extra pods can stand in for another member's missin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from grouper.core.grouping import is_terminal
 from grouper.core.naming import shorten_name
-from grouper.core.upstream import UpstreamVersions, to_upstream, tree_min_count
+from grouper.core.upstream import UpstreamVersions, scheduling_group, to_upstream, tree_min_count
 from grouper.core.workload_group import GroupRender, member_prefix, rendered_name
+from grouper.model import objects as o
+from grouper.model.objects import Obj
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
 
 COMPOSITE_KIND = "CompositePodGroup"
@@ -42,6 +46,41 @@ class UpstreamGroupObjects:
 
     def objects(self) -> list[dict[str, Any]]:
         return [self.workload, *([self.composite] if self.composite else []), *self.pod_groups]
+
+
+def stray_pods(objs: UpstreamGroupObjects, pod: Callable[[str], Obj | None]) -> list[str]:
+    """Member pods that joined another PodGroup (or none) than the one ``objs`` place them in: a pod's
+    scheduling group is fixed at creation, so those created before the group existed stay apart.
+    ``pod(name)``: the member pod as cached."""
+    out = []
+    for name, want in sorted(objs.placement.items()):
+        p = pod(name)
+        if p is not None and scheduling_group(p) != want:
+            out.append(name)
+    return out
+
+
+def left_behind(pod: Obj, rendered: str) -> str | None:
+    """What becomes of a pod of a workload that is no longer a member of the group rendered as ``rendered``
+    (or whose group is gone) and still names one of its PodGroups, which it cannot leave (a pod's scheduling
+    group is fixed at creation) and which no longer counts it: ``"recreate"`` (not bound yet, and a
+    controller recreates it in its own PodGroup once it is deleted), ``"bare"`` (no controller would: left,
+    and said); None when none of this applies (another PodGroup, finished, or bound: it keeps running)."""
+    group = scheduling_group(pod)
+    if not group or not group.startswith(rendered) or is_terminal(pod) or (pod.get("spec") or {}).get("nodeName"):
+        return None
+    return "recreate" if any(r.get("controller") for r in o.owner_references(pod)) else "bare"
+
+
+def stored_status(status: dict[str, Any], objs: UpstreamGroupObjects, name: str) -> None:
+    """The WorkloadGroup status (:meth:`GroupRender.status`) of a group whose upstream objects are stored:
+    its ref names the CompositePodGroup (or the one flattened PodGroup), and a flattened gang's loss is
+    stated where the user looks (``Rendered``)."""
+    kind = COMPOSITE_KIND if objs.composite is not None else "PodGroup"
+    version = (objs.composite or objs.pod_groups[0])["apiVersion"]
+    status["renderedPodGroupRef"] = {"apiVersion": version, "kind": kind, "name": name}
+    if objs.composite is None:
+        status["conditions"][1]["message"] += f"; {objs.notes[0]}"
 
 
 def member_pod_group(namespace: str, group: str, member: OwnerRef, *, composite: bool = True) -> str:
@@ -159,4 +198,7 @@ def render_upstream(
     return UpstreamGroupObjects(workload, composite, children, placement, notes)
 
 
-__all__ = ["COMPOSITE_VERSION", "MAX_TEMPLATES", "UpstreamGroupObjects", "member_pod_group", "render_upstream"]
+__all__ = [
+    "COMPOSITE_VERSION", "MAX_TEMPLATES", "UpstreamGroupObjects", "left_behind", "member_pod_group", "render_upstream", "stored_status",
+    "stray_pods",
+]

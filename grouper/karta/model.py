@@ -304,6 +304,31 @@ class KartaDefinition:
         """Components with a pod definition, root first then children order."""
         return [c for c in self.components() if c.has_pod_definition]
 
+    def owner_kinds(self) -> set[tuple[str, str]]:
+        """The (group, kind) of the root and the components: the owners its pods can have (what the
+        controller's owner walk may follow and cache). ``additionalChildKinds`` (Services, routes, ...) own
+        no pods and are not followed."""
+        out = {(c.kind.group, c.kind.kind) for c in self.components() if c.kind is not None and c.kind.kind}
+        if self.gvk.kind:
+            out.add((self.gvk.group, self.gvk.kind))
+        return out
+
+    def pod_paths(self) -> list[str]:
+        """The jq paths evaluated on pods (selectors and alpha grouping keys): the pod fields a cache must keep."""
+        paths: list[str] = []
+        for c in self.components():
+            sel = c.pod_selector
+            if sel is None:
+                continue
+            if sel.component_type is not None and sel.component_type.key_path:
+                paths.append(sel.component_type.key_path)
+            paths.extend(p for p in (sel.instance_id_path, sel.replica_key_path) if p)
+        for group in self.gang.pod_groups if self.gang is not None else ():
+            for member in group.members:
+                paths.extend(member.group_by_key_paths)
+                paths.extend(member.filters)
+        return paths
+
     @property
     def has_scale_definition(self) -> bool:
         """Switches subtree scale between Mode A (scale) and Mode B (leaf count), karta.md §3.6."""

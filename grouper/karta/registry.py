@@ -211,6 +211,15 @@ class DefinitionRegistry:
                 out[x.definition.name] = x.quarantine
         return out
 
+    def state_counts(self) -> dict[tuple[str, str], int]:
+        """(origin, state) -> how many definitions: origin ``builtin`` or ``cluster``, state ``valid``,
+        ``invalid`` or ``quarantined``; cluster Kartas that failed to load count as invalid."""
+        counts = {(origin, state): 0 for origin in ("builtin", "cluster") for state in ("valid", "invalid", "quarantined")}
+        for ld in self.all():
+            counts[(ld.source, "quarantined" if ld.quarantine else "valid" if ld.report.ok else "invalid")] += 1
+        counts[("cluster", "invalid")] += len(self._snap.cluster_errors)
+        return counts
+
     def cluster_errors(self) -> dict[str, KartaLoadError]:
         return dict(self._snap.cluster_errors)
 

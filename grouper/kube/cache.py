@@ -79,6 +79,19 @@ def podgroup_name_prefixes(pg: Obj) -> list[str]:
     ]
 
 
+PODGROUP_OWNER_INDEX = "owner-uid"  # PodGroups by their owners' uids (a workload's PodGroups)
+POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
+
+
+def podgroup_owner_uids(pg: Obj) -> list[str]:
+    return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
+
+
+def pod_owned_namespaces(pg: Obj) -> list[str]:
+    """Index values of a PodGroup: its namespace when a pod owns it."""
+    return [o.namespace(pg)] if any(r.get("kind") == "Pod" for r in o.owner_references(pg)) else []
+
+
 def _label_value(key: str) -> Callable[[Obj], list[str]]:
     def values(obj: Obj) -> list[str]:
         v = o.labels(obj).get(key)
@@ -520,6 +533,11 @@ class ClusterCache:
         st = self.kinds.get(gvk)
         return st.informer if st else None
 
+    def get(self, gvk: GVK, namespace: str, name: str) -> Obj | None:
+        """The cached object; None when absent or its kind is not cached."""
+        inf = self.informer(gvk)
+        return inf.get(namespace, name) if inf is not None else None
+
     def informers(self) -> list[Informer]:
         out = [st.informer for st in self.kinds.values() if st.informer is not None]
         if self.defaults_cm_informer is not None:
@@ -539,6 +557,8 @@ class ClusterCache:
         if gvk == PODGROUP:
             inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
             inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
+            inf.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
+            inf.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
             return inf
         if gvk.kind == "PodGroup" and gvk.group == "scheduling.k8s.io":  # the upstream backend's (gang state)
             return Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)

@@ -18,7 +18,7 @@
   After an outage longer than ``grace`` it re-lists before it counts as healthy again, so readiness comes
   back only with a cache known to be complete.
 - Any exception other than the API's own errors (a bug, a handler that cannot be isolated) ends the run
-  loop; under a :class:`~grouper.controller.supervisor.Supervisor` it is logged, counted and restarted
+  loop; under a :class:`~grouper.runtime.supervisor.Supervisor` it is logged, counted and restarted
   with a fresh LIST.
 - ``transform`` trims every object before it is cached (``managedFields`` and, for pods, everything
   grouping does not read), which is what keeps memory per pod small.
@@ -61,7 +61,8 @@ ERROR_BACKOFF_CAP = 30.0
 
 
 class Spawner(Protocol):
-    """Runs a named long-running coroutine (``grouper.controller.supervisor.Supervisor.spawn``)."""
+    """Runs a named long-running coroutine (``grouper.runtime.supervisor.Supervisor.spawn``): the supervising
+    task, which lives across restarts."""
 
     def spawn(self, name: str, factory: Callable[[], Awaitable[None]]) -> asyncio.Task[None]: ...
 

@@ -37,5 +37,10 @@ class HealthSnapshot:
     started_at: float = field(default_factory=time.monotonic)
     now: float = field(default_factory=time.monotonic)
 
+    @property
+    def synced(self) -> bool:
+        """Started, and every required informer synced and watching (the caches' part of readiness)."""
+        return self.started and bool(self.informers) and all(self.informers.values())
+
 
 __all__ = ["HealthSnapshot", "Role"]

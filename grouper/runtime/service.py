@@ -30,7 +30,6 @@ from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
 from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.supervisor import Supervisor
 from grouper.karta import DefinitionRegistry
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
@@ -44,6 +43,9 @@ from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
+from grouper.runtime.status import ServiceStatus
+from grouper.runtime.supervisor import Supervisor
+from grouper.runtime.wiring import build_controller
 from grouper.webhook.admission import Admission
 from grouper.webhook.decide import controller_decider
 from grouper.webhook.server import WebhookServer, check_client_auth
@@ -89,6 +91,7 @@ class Service:
         self.client: KubeClient | None = None
         self.control: KubeClient | None = None
         self.controller: Controller | None = None
+        self.status: ServiceStatus | None = None
         self.leader: LeaderElector | None = None
         self.probe: ApiProbe | None = None
         self.http: HttpServer | None = None
@@ -142,7 +145,7 @@ class Service:
                 renew_deadline=RENEW_DEADLINE,
                 metrics=self.metrics,
             )
-        self.controller = Controller(
+        self.controller = build_controller(
             self.client,
             ControllerSettings(
                 pod_label_selector=s.pod_label_selector,
@@ -159,7 +162,6 @@ class Service:
             store=self.store,
             leader=self.leader,
             definitions=definitions,
-            probe=self.probe,
         )
         self.state.grouper, self.state.definitions = grouper, definitions
         if self.leader is not None:
@@ -176,9 +178,10 @@ class Service:
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
         ctl = self.controller
-        keeper = HeapKeeper(idle=ctl.idle, progress=ctl.reconciles_finished)
+        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.workers.finished)
         self.supervisor.spawn("heap-keeper", keeper.run)
-        self.state.controller = self.controller
+        self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe)
+        self.state.controller = self.status  # what the API reads
         if s.webhook_bind_address:
             await self._start_webhook()
         if self.leader is not None:

@@ -45,12 +45,14 @@ from grouper.core.gang_state import (
 from grouper.core.upstream import scheduling_group
 from grouper.kube.cache import GPUS_FIELD, POD, POD_PODGROUP_INDEX, PODGROUP, ClusterCache
 from grouper.kube.compact import Members, add_member, discard_member, members
+from grouper.kube.discovery import Discovery
 from grouper.kube.informer import DELETED
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from grouper.observability.metrics import GangSample, Metrics, WorkloadSample
 from grouper.writer.events import EventRecorder, InvolvedObject
+from grouper.writer.upstream import resolve_resources
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,19 @@ class GangTracker:
         """Track the upstream backend's PodGroups (``gvk``: the served version), pods by their
         ``spec.schedulingGroup`` (the controller indexes them by :func:`scheduling_group_names`)."""
         self.pod_group_gvk, self.pod_index, self.group_of = gvk, SCHEDULING_GROUP_INDEX, scheduling_group
+
+    async def track_upstream(self, discovery: Discovery, timeout: float) -> None:
+        """Watch the upstream backend's PodGroups (the version it writes) for their gang state; without them
+        (not served, not readable) no gang state is shown, and grouping goes on."""
+        try:
+            _, res = await resolve_resources(discovery)
+        except Exception as e:
+            log.warning("gang state of upstream PodGroups not tracked: %s", e)
+            return
+        self.use_upstream(res.gvk)
+        got = await self.cache.ensure(res.gvk, timeout=timeout)
+        if got != "ready":
+            log.warning("gang state of upstream PodGroups not tracked: cannot watch %s (%s)", res.gvk, got)
 
     def on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         meta = pod.get("metadata") or {}

@@ -33,7 +33,9 @@ from typing import Any
 
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.transport import ApiError, KubeClient
-from grouper.model.objects import GVK
+from grouper.model import objects as o
+from grouper.model.objects import GVK, Obj
+from grouper.model.podgroup import OwnerRef
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,15 @@ class InvolvedObject:
     namespace: str
     name: str
     uid: str = ""
+
+    @classmethod
+    def of_owner(cls, ref: OwnerRef, namespace: str) -> InvolvedObject:
+        """The object an owner reference names (a workload, in the namespace of what it owns)."""
+        return cls(ref.api_version, ref.kind, namespace, ref.name, ref.uid)
+
+    @classmethod
+    def of_pod(cls, pod: Obj) -> InvolvedObject:
+        return cls("v1", "Pod", o.namespace(pod), o.name(pod), o.uid(pod))
 
     def to_dict(self) -> dict[str, str]:
         out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}

@@ -143,3 +143,25 @@ def test_only_pods_in_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_live_mode_without_a_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "jobset/trainer", "-n", "ml-team", "--kubeconfig", str(tmp_path / "missing"))
     assert code == 1 and "cannot load kubeconfig" in err
+
+
+@pytest.mark.parametrize("command", ["describe", "why"])
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["a/b/c"], 2, "error: expected KIND/NAME or KIND NAME, got 'a/b/c'"),
+        (["job", "x", "y"], 2, "error: expected KIND/NAME or KIND NAME, got 'job x y'"),
+        (["job/x", "LIMIT", "-1"], 2, "error: LIMIT must not be negative"),
+        (["job/x", "--kubeconfig", "MISSING"], 1, "error: cannot load kubeconfig"),
+    ],
+)
+def test_describe_and_why_share_their_prologue(
+    command: str, argv: list[str], code: int, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The live workload commands check their arguments, and map an unusable kubeconfig, the same way (one
+    prologue, ``grouper.cli.common``): only the name of the limit flag differs."""
+    limit = {"describe": "--pod-limit", "why": "--limit"}[command]
+    args = [limit if a == "LIMIT" else str(tmp_path / "missing") if a == "MISSING" else a for a in argv]
+    got = main([command, *args])
+    err = capsys.readouterr().err
+    assert got == code and err.startswith(message.replace("LIMIT", limit)), err

@@ -112,8 +112,8 @@ class GrouperThread:
             ctl = self.service.controller
             if (
                 ctl is not None
-                and ctl.ready()[0]
-                and (self.service.leader is not None or ctl.workers_running)
+                and self.service.status is not None and self.service.status.health_snapshot().synced
+                and (self.service.leader is not None or ctl.workers.running)
             ):
                 return
             if time.monotonic() > deadline:
@@ -343,3 +343,4 @@ def child_jobs(js: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 },
                 "spec": spec,
             }
+

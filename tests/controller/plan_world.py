@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.supervisor import Supervisor
 from grouper.core.grouping import Grouper
 from grouper.karta import DefinitionRegistry
 from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS, _KindState
@@ -33,6 +32,8 @@ from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
 from grouper.observability.metrics import Metrics
+from grouper.runtime.supervisor import Supervisor
+from grouper.runtime.wiring import build_controller
 
 NS = "ns"
 JOB = GVK("batch", "v1", "Job")
@@ -251,7 +252,7 @@ def start_grouper(
     cluster's Kartas are applied to it (``KartaSync``); without, the grouper's registry is used as it is.
     ``handlers=False``: no event handler is attached (the cache's indexes are), so no pod is routed and
     nothing queued: the caller puts the pods it wants planned in the workload index."""
-    ctl = Controller(
+    ctl = build_controller(
         FakeClient(world),  # type: ignore[arg-type]
         ControllerSettings(resync_debounce=0.0),
         grouper=grouper,

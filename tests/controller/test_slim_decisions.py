@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from grouper.controller.karta_sync import pod_paths
 from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
@@ -64,7 +63,7 @@ def cached(objects: list[dict[str, Any]], registry: DefinitionRegistry) -> list[
     """The objects as the controller's caches hold them."""
     shape = PodShape()
     for ld in registry.all():
-        shape.widen(pod_paths(ld.definition))
+        shape.widen(ld.definition.pod_paths())
     out = []
     for obj in copy.deepcopy(objects):
         if obj.get("kind") == "Pod":

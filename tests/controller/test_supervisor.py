@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from grouper.controller.supervisor import Supervisor
 from grouper.observability.metrics import Metrics
+from grouper.runtime.supervisor import Supervisor
 
 
 async def test_a_crash_restarts_the_task_and_is_counted() -> None:
@@ -80,6 +80,6 @@ async def test_cancel_stops_without_counting() -> None:
 @pytest.mark.parametrize(("name", "label"), [("informer:pods.v1@ns", "informer:pods.v1"),
                                              ("reconcile-worker-7", "reconcile-worker"), ("http", "http")])
 def test_metric_labels_are_bounded(name: str, label: str) -> None:
-    from grouper.controller.supervisor import _task_label
+    from grouper.runtime.supervisor import _task_label
 
     assert _task_label(name) == label

@@ -28,7 +28,7 @@ def test_the_touched_pods_of_a_live_workload_stay_bounded_and_then_mean_every_po
     idx = WorkloadIndex()
     idx.set_pod(("ns", "stays"), WL)
     _churn(idx, 1000)
-    assert idx.sizes()["touched"] <= 2 * idx.pod_count(WL) + 64
+    assert idx.sizes()["touched"] <= 2 * len(idx.pods_of(WL)) + 64
     assert idx.take_touched(WL) is None  # too many to list: the next pass plans every pod (the simple path)
     idx.set_pod(("ns", "new"), WL)
     assert idx.take_touched(WL) == {("ns", "new")}  # recorded afresh after that pass

@@ -9,21 +9,22 @@ import sys
 
 import pytest
 
-from grouper.controller.controller import Controller, ControllerSettings
-from grouper.controller.supervisor import Supervisor
+from grouper.controller.controller import ControllerSettings
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.observability.metrics import Metrics
 from grouper.runtime.composition import build_grouper
+from grouper.runtime.supervisor import Supervisor
+from grouper.runtime.wiring import build_controller
 
 
 def test_every_piece_takes_the_controllers_tuning() -> None:
     t = Tuning(kept_idle_seconds=7.0, settle_min_pods=3, retry_base_seconds=0.25, retry_max_seconds=2.0,
                deleted_owner_seconds=9.0, resync_chunk=11)
-    ctl = Controller(object(), ControllerSettings(tuning=t), grouper=build_grouper(),  # type: ignore[arg-type]
-                     metrics=Metrics(), supervisor=Supervisor())
+    ctl = build_controller(object(), ControllerSettings(tuning=t), grouper=build_grouper(),  # type: ignore[arg-type]
+                           metrics=Metrics(), supervisor=Supervisor())
     assert (ctl.plans.idle_seconds, ctl.plans.settle_min_pods) == (7.0, 3)
     assert (ctl.queue.base_delay, ctl.queue.max_delay) == (0.25, 2.0)
-    assert ctl.deleted.memory == 9.0 and ctl.resync.chunk == 11
+    assert ctl.reconciler.deleted.memory == 9.0 and ctl.resync.chunk == 11
     assert ctl.reconciler.tuning is t and ctl.handlers.tuning is t
 
 

@@ -10,9 +10,9 @@ from typing import cast
 
 from grouper.controller.queue import WorkQueue
 from grouper.controller.reconciler import Reconciler, Result
-from grouper.controller.supervisor import Supervisor
 from grouper.controller.workers import WorkerPool
 from grouper.controller.workloads import WorkloadKey
+from grouper.runtime.supervisor import Supervisor
 
 
 class Instant:

@@ -8,17 +8,24 @@ from typing import Any
 
 import yaml
 
+from grouper.core.decision import Decision
 from grouper.core.hold import (
     DEFINITION_ANNOTATION,
     GENERATION_ANNOTATION,
+    HELD_ANNOTATION,
     Gang,
+    Held,
     hold_of,
+    made_by_definition,
+    replan,
+    say_held,
     source_of,
+    unchanged_source,
     weakenings,
 )
 from grouper.core.plan import plan
 from grouper.karta import DefinitionRegistry, from_object
-from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
+from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata, SubGroup
 from grouper.runtime.composition import build_grouper
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,3 +107,68 @@ def test_hold_of() -> None:
     same = default_md()
     same.annotations[DEFINITION_ANNOTATION] = "example-com-batchling-v1@abc"
     assert hold_of(stored, [same], generation="3", current=gone) is None
+
+
+class Planned:
+    def __init__(self, md: PodGroupMetadata, pods: list[str]) -> None:
+        self.metadata, self.pods = md, pods
+
+
+def test_unchanged_source_is_the_steady_state() -> None:
+    stored = gang_pg("example-com-batchling-v1@abc")
+    same = PodGroupMetadata("pg-u1-batchling", "ns", OWNER)
+    same.annotations[DEFINITION_ANNOTATION] = "example-com-batchling-v1@abc"
+    assert unchanged_source(stored, {"pg-u1-batchling": Planned(same, [])})
+    assert not unchanged_source(stored, {}), "not planned again"
+    other = PodGroupMetadata("pg-u1-batchling", "ns", OWNER)
+    other.annotations[DEFINITION_ANNOTATION] = "example-com-batchling-v1@def"
+    assert not unchanged_source(stored, {"pg-u1-batchling": Planned(other, [])}), "another definition decided"
+    marked = gang_pg("example-com-batchling-v1@abc")
+    marked["metadata"]["annotations"][HELD_ANNOTATION] = "held: ..."
+    assert not unchanged_source(marked, {"pg-u1-batchling": Planned(same, [])}), "marked held: looked at again"
+
+
+def test_replan_sends_the_replacing_groups_pods_back_to_the_held_podgroup() -> None:
+    stored = gang_pg("example-com-batchling-v1@abc")
+    hold = hold_of(stored, [default_md()], generation="3", current={}.get)
+    assert hold is not None
+    new = Planned(default_md(), ["in-it", "new-worker", "new-other", "unseen"])
+    keep = Planned(PodGroupMetadata("pg-other", "ns", OWNER), ["x"])
+    groups = [new, keep]
+    placement: dict[str, tuple[str, str | None]] = {
+        "in-it": ("pg-sim-sweep-u1", None), "new-worker": ("pg-sim-sweep-u1", "worker"),
+        "new-other": ("pg-sim-sweep-u1", "gpu"), "x": ("pg-other", None),
+    }
+    pods = {"in-it": {"metadata": {"name": "in-it", "annotations": {POD_GROUP_ANNOTATION: "pg-u1-batchling"},
+                                   "labels": {SUBGROUP_LABEL: "coordinator"}}}}
+    held = Held()
+    replan(stored, hold, [new], groups, placement, pods.get, held)
+    assert groups == [keep], "the replacing PodGroup is not written"
+    assert placement == {
+        "in-it": ("pg-u1-batchling", "coordinator"),  # already in it: as it is
+        "new-worker": ("pg-u1-batchling", "worker"),  # a sub-group of that name exists: kept
+        "new-other": ("pg-u1-batchling", None),  # none of that name: no sub-group
+        "x": ("pg-other", None),
+    }, "a pod not looked at in this pass (unseen) stays where the last pass put it"
+    assert set(held.pods) == {"in-it", "new-worker", "new-other", "unseen"} and held.pods["unseen"] is hold
+
+
+def test_say_held_tells_where_the_pod_is_and_why() -> None:
+    stored = gang_pg("example-com-batchling-v1@abc")
+    hold = hold_of(stored, [default_md()], generation="3", current={}.get)
+    assert hold is not None
+    d = Decision("ns", "w-0", "u", "grouped", "Grouped", pod_group=default_md())
+    say_held(d, hold, ("pg-u1-batchling", "worker"))
+    assert d.pod_group is not None and (d.pod_group.name, d.sub_group) == ("pg-u1-batchling", "worker")
+    assert d.reason == "Held" and d.message == f"PodGroup pg-u1-batchling {hold.message}"
+    assert d.notes == [f"{hold.message}; the new decision would be PodGroup pg-sim-sweep-u1"]
+
+
+def test_made_by_definition_names_the_owner_kind_of_a_karta_podgroup() -> None:
+    owner = {"apiVersion": "example.com/v1", "kind": "Batchling", "name": "sim-sweep", "uid": "u1"}
+    pg = gang_pg("example-com-batchling-v1@abc")
+    pg["metadata"]["ownerReferences"] = [owner]
+    assert made_by_definition(pg) == ("example.com", "Batchling")
+    pg["metadata"]["ownerReferences"] = [{**owner, "apiVersion": "v1", "kind": "Pod"}]
+    assert made_by_definition(pg) is None, "a per-pod PodGroup: no owner kind to keep walkable"
+    assert made_by_definition({"metadata": {"ownerReferences": [owner]}}) is None, "no definition recorded"

@@ -49,3 +49,20 @@ def test_an_incomplete_membership_proves_no_empty_sub_group() -> None:
     md = _pg(subs=[SubGroup("coordinator", min_member=1), SubGroup("worker", min_member=3)])
     assert unsatisfiable_reasons(md, {"worker": ["w0"]}, complete=False) == []
     assert unsatisfiable_reasons(md, {"worker": ["w0"]}) != []
+
+
+def test_a_podgroup_still_filling_proves_no_empty_sub_group() -> None:
+    """The controller's view (``plan_reasons(filling=True)``): while a workload's pods are still being created,
+    an empty sub-group counts only once the PodGroup has as many pods as its leaf minimums add up to."""
+    from grouper.core.satisfiable import plan_reasons
+    from grouper.core.workload_plan import PlannedGroup
+
+    def planned(pods: list[str]) -> PlannedGroup:
+        md = _pg(subs=[SubGroup("coordinator", min_member=1), SubGroup("worker", min_member=3)])
+        md.sub_groups[0].pods = list(pods)
+        return PlannedGroup(md, pods)
+
+    assert plan_reasons(planned(["c0", "c1"]), filling=True) == [], "2 of the 4 pods the minimums need"
+    assert plan_reasons(planned(["c0", "c1"])) != [], "grouper plan judges the plan as complete"
+    (reason,) = plan_reasons(planned(["c0", "c1", "c2", "c3"]), filling=True)
+    assert "sub-group worker needs 3 pods" in reason

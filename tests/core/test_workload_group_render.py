@@ -313,3 +313,11 @@ def test_member_prefix_is_stable_whoever_else_joins() -> None:
     assert member_prefix("rl", ref) == member_prefix("rl", ref)
     assert member_prefix("rl", ref) != member_prefix("rl", owner("RayCluster", "trainer"))
     assert member_prefix("rl", ref).startswith("trainer-")
+
+
+def test_priority_values_of_the_cached_priority_classes() -> None:
+    from grouper.core.workload_group import priority_values
+
+    classes = [{"metadata": {"name": "train"}, "value": 100}, {"metadata": {"name": "odd"}, "value": "high"},
+               {"metadata": {"name": "flag"}, "value": True}, {"metadata": {"name": "none"}}]
+    assert priority_values(classes) == {"train": 100}, "only integer values count (a bool is no priority)"

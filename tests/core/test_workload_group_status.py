@@ -35,3 +35,12 @@ def test_active_needs_the_stored_podgroup_and_every_pod_placed() -> None:
     assert active_condition(True, True, 3)["reason"] == "PlacingPods" and "3" in active_condition(True, True, 3)["message"]
     assert active_condition(True, True, 0) == {"type": "Active", "status": "True", "reason": "PodGroupActive",
                                                "message": active_condition(True, True, 0)["message"]}
+
+
+def test_the_status_patch_nulls_what_the_status_no_longer_has() -> None:
+    from grouper.core.workload_group_status import status_patch
+
+    stored = {"renderedPodGroupRef": {"name": "pg"}, "conditions": []}
+    patch = status_patch({"conditions": []}, stored, "2026-12-05T00:00:00Z")
+    assert patch == {"conditions": [], "renderedPodGroupRef": None}, "a merge patch keeps what it does not name"
+    assert status_patch({"conditions": []}, None, "2026-12-05T00:00:00Z") == {"conditions": []}

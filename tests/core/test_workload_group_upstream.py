@@ -96,3 +96,47 @@ def test_a_missing_priority_class_is_left_out_and_noted() -> None:
     assert all("priorityClassName" not in pg["spec"] for pg in u.pod_groups)
     assert u.composite is not None and "priorityClassName" not in u.composite["spec"]
     assert any("priorityClassName 'train' not carried" in n for n in u.notes)
+
+
+def test_stray_pods_and_the_status_of_stored_objects() -> None:
+    """What the controller's upstream pass derives from the rendered objects: member pods that joined another
+    group at creation (they cannot move), and the status that names what is stored."""
+    from grouper.core.workload_group_upstream import stored_status, stray_pods
+
+    r, _ = rendered(2)
+    u = render_upstream(r, V, COMPOSITE_VERSION)
+    name = rendered_name(NS, "rl")
+    pods = {p: {"metadata": {"name": p}, "spec": {"schedulingGroup": {"podGroupName": want}}}
+            for p, want in u.placement.items()}
+    pods["r1"]["spec"]["schedulingGroup"] = {"podGroupName": "another"}
+    del pods["h"]["spec"]["schedulingGroup"]
+    assert stray_pods(u, pods.get) == ["h", "r1"]
+    status = r.status()
+    stored_status(status, u, name)
+    assert status["renderedPodGroupRef"] == {"apiVersion": COMPOSITE_VERSION, "kind": "CompositePodGroup", "name": name}
+    flattened = render_upstream(r, V, None)
+    status = r.status()
+    stored_status(status, flattened, name)
+    assert status["renderedPodGroupRef"]["kind"] == "PodGroup"
+    assert status["conditions"][1]["message"].endswith(f"; {flattened.notes[0]}"), "the loss is stated"
+
+
+def test_a_pod_left_behind_by_its_group() -> None:
+    """A pod of a workload that left the group and still names one of its PodGroups: recreated by its
+    controller when not bound yet; a bare pod is only said; finished, bound or elsewhere: nothing to do."""
+    from grouper.core.workload_group_upstream import left_behind
+
+    rendered = rendered_name(NS, "rl")
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]
+
+    def pod(group: str, *, owners: list[dict[str, object]] = owner, node: str = "", phase: str = "Pending"
+            ) -> dict[str, object]:
+        return {"metadata": {"name": "p", "ownerReferences": owners},
+                "spec": {"schedulingGroup": {"podGroupName": group}, **({"nodeName": node} if node else {})},
+                "status": {"phase": phase}}
+
+    assert left_behind(pod(f"{rendered}-trainer"), rendered) == "recreate"
+    assert left_behind(pod(f"{rendered}-trainer", owners=[]), rendered) == "bare"
+    assert left_behind(pod(f"{rendered}-trainer", node="n1"), rendered) is None, "bound: it keeps running"
+    assert left_behind(pod(f"{rendered}-trainer", phase="Succeeded"), rendered) is None
+    assert left_behind(pod("pg-own"), rendered) is None

@@ -70,6 +70,20 @@ def child(kube: Kube, ns: str, job: dict[str, Any]) -> str:
     return member_pod_group(ns, GROUP, ref)
 
 
+def two_members_waiting(cluster: LocalCluster, kube: Kube, ns: str, pool: str, names: tuple[str, str]) -> list[Any]:
+    """One 4-GPU node, the WorkloadGroup of two and its two Jobs of 2 pods of 2 GPUs (each alone fits the
+    node, together they do not): the Jobs as created, once the CompositePodGroup exists and the scheduler
+    has found every member pod unschedulable."""
+    cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
+    kube.create(f"/apis/{wg.API_VERSION}/namespaces/{ns}/workloadgroups", workload_group(GROUP, 2))
+    jobs = [kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job(name, pool, 2, 2)) for name in names]
+    wait_until(lambda: kube.exists(f"/apis/{COMPOSITE}/namespaces/{ns}/compositepodgroups/{rendered_name(ns, GROUP)}"),
+               60, what="the CompositePodGroup")
+    wait_until(lambda: all(unschedulable(p) for j in names for p in pods_of(kube, ns, j)), 60,
+               what="every member pod unschedulable")
+    return jobs
+
+
 @pytest.fixture
 def grouper(sched_cluster: LocalCluster, skube: Kube, sns: str) -> Iterator[GrouperThread]:
     label_namespace(skube, sns)
@@ -81,18 +95,13 @@ def test_members_bind_only_together_and_a_member_removed_is_scheduled_alone(
     sched_cluster: LocalCluster, skube: Kube, sns: str, pool: str, grouper: GrouperThread
 ) -> None:
     ns = sns
-    sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
-    skube.create(f"/apis/{wg.API_VERSION}/namespaces/{ns}/workloadgroups", workload_group(GROUP, 2))
-    # each Job alone fits the one 4-GPU node; together (8 GPUs) they do not
-    trainer = skube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("trainer", pool, 2, 2))
-    rollout = skube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("rollout", pool, 2, 2))
+    # the scheduler looked at every pod and bound none: the group's 8 GPUs do not fit
+    trainer, rollout = two_members_waiting(sched_cluster, skube, ns, pool, ("trainer", "rollout"))
     rendered = rendered_name(ns, GROUP)
     children = {"trainer": child(skube, ns, trainer), "rollout": child(skube, ns, rollout)}
 
     # the objects: one composite (both members required), a child PodGroup per Job, all owned by the group
-    cpg = wait_until(lambda: skube.exists(f"/apis/{COMPOSITE}/namespaces/{ns}/compositepodgroups/{rendered}")
-                     and skube.get(f"/apis/{COMPOSITE}/namespaces/{ns}/compositepodgroups/{rendered}"), 60,
-                     what="the CompositePodGroup")
+    cpg = skube.get(f"/apis/{COMPOSITE}/namespaces/{ns}/compositepodgroups/{rendered}")
     assert cpg["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 2}}
     assert [r["kind"] for r in cpg["metadata"]["ownerReferences"]] == [wg.KIND]
     for job, name in children.items():
@@ -102,10 +111,6 @@ def test_members_bind_only_together_and_a_member_removed_is_scheduled_alone(
         # every pod joined its Job's child at creation (the webhook), none is patched
         pods = pods_of(skube, ns, job)
         assert len(pods) == 2 and {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {name}
-
-    # the scheduler looked at every pod and bound none: the group's 8 GPUs do not fit
-    wait_until(lambda: all(unschedulable(p) for j in children for p in pods_of(skube, ns, j)), 60,
-               what="every member pod unschedulable")
     assert not [p for j in children for p in pods_of(skube, ns, j) if p["spec"].get("nodeName")]
     assert grouper.requests("patch", "pods") == 0
     members_see_the_group(sched_cluster, ns, grouper, children)
@@ -135,15 +140,8 @@ def test_a_member_removed_from_the_group_is_scheduled_on_its_own(
     sched_cluster: LocalCluster, skube: Kube, sns: str, pool: str, grouper: GrouperThread
 ) -> None:
     ns = sns
-    sched_cluster.add_nodes(1, gpus=4, labels={POOL_LABEL: pool})
-    skube.create(f"/apis/{wg.API_VERSION}/namespaces/{ns}/workloadgroups", workload_group(GROUP, 2))
-    a = skube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("a", pool, 2, 2))
-    b = skube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("b", pool, 2, 2))
+    a, b = two_members_waiting(sched_cluster, skube, ns, pool, ("a", "b"))
     rendered = rendered_name(ns, GROUP)
-    wait_until(lambda: skube.exists(f"/apis/{COMPOSITE}/namespaces/{ns}/compositepodgroups/{rendered}"), 60,
-               what="the CompositePodGroup")
-    wait_until(lambda: all(unschedulable(p) for j in "ab" for p in pods_of(skube, ns, j)), 60,
-               what="every member pod unschedulable")
     old = {p["metadata"]["uid"] for p in pods_of(skube, ns, "b")}
 
     # b leaves: its pending pods (PodGroup fixed at creation) are recreated into b's own PodGroup and bind

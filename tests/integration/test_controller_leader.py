@@ -29,8 +29,8 @@ def test_only_the_leader_writes_and_the_standby_takes_over(cluster: Any, kube: K
         wait_until(lambda: a.service.leader.is_leader(), 20, what="instance-a leads")
         b.start()
         assert lease(kube, ns, lease_name)["spec"]["holderIdentity"] == "instance-a"
-        assert b.controller.ready()[0], "the standby is ready: caches synced"
-        assert not b.service.leader.is_leader() and not b.controller.workers_running
+        assert b.service.status.health_snapshot().synced, "the standby is ready: caches synced"
+        assert not b.service.leader.is_leader() and not b.controller.workers.running
 
         kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job("first", 2))
         wait_until(lambda: annotated(kube, ns, 2, "job-name=first"), 30, what="first Job grouped")
@@ -98,7 +98,7 @@ def test_a_replica_waiting_out_a_crashed_leaders_lease_decides_meanwhile_and_the
         decided = {"source": "decided"}
         wait_until(lambda: b.metrics.value("podgrouper_pod_decisions_total", decided) == 3, 10,
                    what="the 3 pods decided while waiting for the lease")
-        assert not b.service.leader.is_leader() and not b.controller.workers_running
+        assert not b.service.leader.is_leader() and not b.controller.workers.running
         assert b.writes() == 0 and lease(kube, ns, lease_name)["spec"]["holderIdentity"] == "crashed"
         pg_name = ""
         for p in pods(kube, ns, "job-name=orphaned"):

@@ -25,7 +25,6 @@ PYTORCH = "/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
 SELECTOR = "training.kubeflow.org/job-name=train"
 
 
-
 def decisions(g: GrouperThread, source: str = "decided") -> float:
     value = g.metrics.registry.get_sample_value("podgrouper_pod_decisions_total", {"source": source})
     return value or 0.0
@@ -63,19 +62,32 @@ def replica_pod(owner: dict[str, Any], rtype: str, index: int) -> dict[str, Any]
     }
 
 
+def train(kube: Kube, ns: str, replicas: int, workers: int) -> dict[str, Any]:
+    """The PyTorchJob ``train`` (``replicas`` workers in its spec) and, as its operator would, its master's pod
+    and ``workers`` workers' pods: the PyTorchJob."""
+    owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(replicas))
+    for rtype, index in [("master", 0), *(("worker", i) for i in range(workers))]:
+        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, rtype, index))
+    return owner
+
+
+def grouped(kube: Kube, ns: str, grouper: GrouperThread, pods: int, timeout: float = 30) -> list[dict[str, Any]]:
+    """``train``'s ``pods`` pods once all are marked and the grouper is idle, each decided once."""
+    ps = wait_until(lambda: annotated(kube, ns, pods, SELECTOR), timeout, what=f"{pods} annotated pods")
+    grouper.wait_idle()
+    assert decisions(grouper) == pods, "each pod decided once while they arrived"
+    return ps
+
+
 def test_a_new_pod_is_decided_alone_and_an_owner_change_decides_all(
     kube: Kube, scoped: str, grouper: GrouperThread
 ) -> None:
     ns = scoped
-    owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(3))
-    for rtype, index in (("master", 0), ("worker", 0), ("worker", 1)):
-        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, rtype, index))
+    owner = train(kube, ns, 3, 2)
     name = f"pg-train-{owner['metadata']['uid']}"
-    ps = wait_until(lambda: annotated(kube, ns, 3, SELECTOR), 30, what="3 annotated pods")
+    ps = grouped(kube, ns, grouper, 3)
     assert {p["metadata"]["annotations"][ANNOTATION] for p in ps} == {name}
-    grouper.wait_idle()
     decided = decisions(grouper)
-    assert decided == 3, "each pod decided once while they arrived"
     pg_version = pod_groups(kube, ns)[name]["metadata"]["resourceVersion"]
 
     # the last worker arrives: it alone is decided, placed into the decided PodGroup, and patched
@@ -106,15 +118,10 @@ def test_a_new_pod_costs_one_decision_and_a_stripped_mark_is_repaired_without_de
     """With 12 pods grouped, a new pod costs one decision (the others are kept); a mark someone strips
     from an old pod changes nothing its decision read, so it is put back with the kept decision."""
     ns = scoped
-    owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(12))
-    kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
-    for index in range(11):
-        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", index))
+    owner = train(kube, ns, 12, 11)
     name = f"pg-train-{owner['metadata']['uid']}"
-    wait_until(lambda: annotated(kube, ns, 12, SELECTOR), 30, what="12 annotated pods")
-    grouper.wait_idle()
+    grouped(kube, ns, grouper, 12)
     decided = decisions(grouper)
-    assert decided == 12
 
     # our own patch of the pod changes nothing its decision read: it stays kept
     kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", 11))
@@ -135,15 +142,10 @@ def test_a_pass_over_a_big_workload_looks_only_at_what_changed(kube: Kube, scope
     decision kept — not a re-check of every kept decision (before: 40 and 41 of them); a PodGroup changed by
     someone else is compared in full (every kept decision checked again) and put back."""
     ns = scoped
-    owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(39))
-    kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
-    for index in range(39):
-        kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", index))
+    owner = train(kube, ns, 39, 39)
     name = f"pg-train-{owner['metadata']['uid']}"
-    wait_until(lambda: annotated(kube, ns, 40, SELECTOR), 60, what="40 annotated pods")
-    grouper.wait_idle()
+    grouped(kube, ns, grouper, 40, timeout=60)
     decided, kept = decisions(grouper), decisions(grouper, "kept")
-    assert decided == 40
 
     kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", 39))
     wait_until(lambda: annotated(kube, ns, 41, SELECTOR), 30, what="the new worker annotated")
@@ -207,10 +209,7 @@ def test_pods_left_unmarked_by_a_refused_podgroup_are_marked_once_it_is_written(
     ns = scoped
     policy = _refuse_podgroups(kube, ns)
     try:
-        owner = kube.create(PYTORCH.format(ns=ns), pytorchjob(4))
-        master = kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "master", 0))
-        for index in range(4):
-            kube.create(f"/api/v1/namespaces/{ns}/pods", replica_pod(owner, "worker", index))
+        owner = train(kube, ns, 4, 4)
         wait_until(
             lambda: (grouper.metrics.registry.get_sample_value(
                 "podgrouper_reconciles_total", {"result": "failed", "plugin": "PyTorchJob Grouper"}) or 0) >= 1,
@@ -222,7 +221,7 @@ def test_pods_left_unmarked_by_a_refused_podgroup_are_marked_once_it_is_written(
         kube.delete(f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{policy}")
     # the API server drops the policy from its admission within a moment: touch a pod until it is written
     def touched_and_marked() -> list[dict[str, Any]] | None:
-        kube.patch(f"/api/v1/namespaces/{ns}/pods/{master['metadata']['name']}",
+        kube.patch(f"/api/v1/namespaces/{ns}/pods/train-master-0",
                    {"metadata": {"labels": {"touched": str(time.monotonic_ns())}}})
         try:
             return wait_until(lambda: annotated(kube, ns, 5, SELECTOR), 3, what="all 5 pods marked")

@@ -166,3 +166,11 @@ def test_structure_helpers(catalog: dict[str, Any]) -> None:
     assert [c.name for c in lws.leaves()] == ["leader", "worker"]
     assert lws.component("nope") is None
     assert lws.has_scale_definition and not lws.is_empty
+
+
+def test_owner_kinds_and_pod_paths() -> None:
+    """What the controller derives from a loaded definition: the owner kinds its walk may follow (root and
+    components) and the pod fields its cache must keep (the selectors' jq paths)."""
+    d = from_object(pyflow_karta(), "x")
+    assert d.owner_kinds() == {("jobs.example.com", "PyFlow"), ("", "Pod")}
+    assert d.pod_paths() == [".metadata.labels.role", ".metadata.labels.role"]

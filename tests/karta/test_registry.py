@@ -155,3 +155,20 @@ def test_karta_kinds_are_the_kinds_no_native_plugin_claims() -> None:
     reg.upsert_cluster_object(pyflow_karta({"podGroups": [{"name": "all", "members": [{"componentName": "worker"}]}]}))
     assert ("jobs.example.com", "PyFlow") in hub.karta_kinds()  # a cluster Karta counts at once
     assert build_grouper(GroupingConfig(generic_karta_fallback=False), reg).hub.karta_kinds() == frozenset()
+
+
+def test_state_counts_by_origin() -> None:
+    """``podgrouper_karta_definitions{origin,state}``: an invalid cluster Karta and one that cannot be parsed
+    both count as invalid cluster definitions."""
+    reg = DefinitionRegistry(DATA)
+    builtin = len(reg.all())
+    bad = jobset_cluster("bad")
+    bad["spec"]["structureDefinition"]["rootComponent"].pop("statusDefinition")
+    reg.upsert_cluster_object(bad)
+    reg.upsert_cluster_object(jobset_cluster("good"))
+    broken = pyflow_karta()
+    broken["spec"]["structureDefinition"] = []
+    reg.upsert_cluster_object(broken)
+    counts = reg.state_counts()
+    assert (counts[("cluster", "valid")], counts[("cluster", "invalid")], counts[("cluster", "quarantined")]) == (1, 2, 0)
+    assert counts[("builtin", "valid")] + counts[("builtin", "invalid")] == builtin

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from devtools.fakeapi import FakeApi, until
-from grouper.controller.supervisor import Supervisor
 from grouper.kube.discovery import WELL_KNOWN
 from grouper.kube.informer import Informer
 from grouper.kube.transport import KubeClient
 from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
+from grouper.runtime.supervisor import Supervisor
 
 POD = WELL_KNOWN[GVK("", "v1", "Pod")]
 

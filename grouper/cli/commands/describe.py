@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from grouper.cli.common import add_experimental_flag, catalog, default_definitions_dir
+from grouper.cli.common import (
+    add_experimental_flag,
+    catalog,
+    default_definitions_dir,
+    fail,
+    with_cluster,
+    workload_target,
+)
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # evaluation or cluster errors
@@ -53,38 +59,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fail(code: int, message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
-def _target(parts: list[str]) -> tuple[str, str] | None:
-    """(KIND, NAME) from ``KIND/NAME`` or ``KIND NAME``; None when not given."""
-    if not parts:
-        return None
-    if len(parts) == 1 and "/" in parts[0]:
-        kind, _, name = parts[0].partition("/")
-        if kind and name and "/" not in name:
-            return kind, name
-    elif len(parts) == 2 and "/" not in parts[0]:
-        return parts[0], parts[1]
-    raise ValueError(f"expected KIND/NAME or KIND NAME, got {' '.join(parts)!r}")
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.pod_limit < 0:
-        return _fail(EXIT_USAGE, "--pod-limit must not be negative")
     try:
-        target = _target(args.target)
+        target = workload_target(args.target, args.pod_limit, "--pod-limit")
     except ValueError as e:
-        return _fail(EXIT_USAGE, str(e))
+        return fail(EXIT_USAGE, str(e))
     definitions_dir = args.definitions or default_definitions_dir()
     if definitions_dir is not None and not Path(definitions_dir).is_dir():
-        return _fail(EXIT_USAGE, f"{definitions_dir}: not a directory")
+        return fail(EXIT_USAGE, f"{definitions_dir}: not a directory")
     if args.filename:
         return _run_files(args, target, definitions_dir)
     if target is None:
-        return _fail(EXIT_USAGE, "give KIND/NAME (live) or -f FILE (offline)")
+        return fail(EXIT_USAGE, "give KIND/NAME (live) or -f FILE (offline)")
     return _run_live(args, target, definitions_dir)
 
 
@@ -147,12 +133,12 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
     try:
         manifests = load_manifests(args.filename)
     except ManifestError as e:
-        return _fail(EXIT_USAGE, str(e))
+        return fail(EXIT_USAGE, str(e))
     for m in manifests:
         problem = schema_problem(m.obj)
         if problem is not None:
             meta = m.obj["metadata"]
-            return _fail(EXIT_USAGE, f"{m.source}: {m.obj['kind']} {meta['name']}: field {problem[0]}: {problem[1]}")
+            return fail(EXIT_USAGE, f"{m.source}: {m.obj['kind']} {meta['name']}: field {problem[0]}: {problem[1]}")
     builtins = _builtins(definitions_dir, args.catalog_experimental_definitions)
     kartas: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
@@ -162,7 +148,7 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
     bad = registry.cluster_errors()
     if bad:
         karta_name, err = next(iter(bad.items()))
-        return _fail(EXIT_USAGE, f"Karta {karta_name}: {err}")
+        return fail(EXIT_USAGE, f"Karta {karta_name}: {err}")
     covered = {d.definition.gvk for d in registry.all()}
     if target is not None:
         kind, wanted = target
@@ -172,80 +158,73 @@ def _run_files(args: argparse.Namespace, target: tuple[str, str] | None, definit
             if name(o) == wanted and token in {str(o.get("kind", "")).lower(), str(GVK.of(o)).lower()}
         ]
         if not candidates:
-            return _fail(EXIT_WORKLOAD_NOT_FOUND, f"the files hold no {kind}/{wanted}")
+            return fail(EXIT_WORKLOAD_NOT_FOUND, f"the files hold no {kind}/{wanted}")
     else:
         workloads = [o for o in objects if o.get("kind") != "Pod"]
         candidates = [o for o in workloads if GVK.of(o) in covered and not owner_references(o)]
         candidates = candidates or [o for o in workloads if GVK.of(o) in covered]
         if not candidates:
             if workloads:
-                return _fail(EXIT_NO_DEFINITION, f"no Karta definition covers {GVK.of(workloads[0])}")
-            return _fail(EXIT_WORKLOAD_NOT_FOUND, "the files hold no workload (only pods)")
+                return fail(EXIT_NO_DEFINITION, f"no Karta definition covers {GVK.of(workloads[0])}")
+            return fail(EXIT_WORKLOAD_NOT_FOUND, "the files hold no workload (only pods)")
     workload = candidates[0]
     defn, error = _pick_definition(registry, GVK.of(workload))
     if defn is None:
-        return _fail(EXIT_NO_DEFINITION, error or f"no Karta definition covers {GVK.of(workload)}")
+        return fail(EXIT_NO_DEFINITION, error or f"no Karta definition covers {GVK.of(workload)}")
     pods = [o for o in objects if o.get("kind") == "Pod" and o is not workload]
     others = [o for o in objects if o.get("kind") != "Pod" and o is not workload]
     try:
         view = build_describe(defn, registry.evaluator(defn), workload, pods, file_mode=True, objects=others)
     except KartaEvalError as e:
-        return _fail(EXIT_ERROR, str(e))
+        return fail(EXIT_ERROR, str(e))
     return _emit(view, args)
 
 
 def _run_live(args: argparse.Namespace, target: tuple[str, str], definitions_dir: Path | None) -> int:
+    return with_cluster(args, lambda kube: _describe_live(kube, args, target, definitions_dir))
+
+
+def _describe_live(kube: Any, args: argparse.Namespace, target: tuple[str, str], definitions_dir: Path | None) -> int:
     from grouper.cli.live_workload import KindNotResolved, describe_inputs, list_kartas, resolve_kind
     from grouper.describe import build_describe
     from grouper.karta import KartaEvalError
-    from grouper.kube.config import KubeConfigError
-    from grouper.kube.sync import SyncKube
     from grouper.kube.transport import ApiError
 
     kind, wanted = target
+    builtins = _builtins(definitions_dir, args.catalog_experimental_definitions)
+    kartas: list[dict[str, Any]] = []
+    notes: list[str] = []
     try:
-        kube = SyncKube.connect(args.kubeconfig, args.context)
-    except KubeConfigError as e:
-        return _fail(EXIT_ERROR, str(e))
-    try:
-        builtins = _builtins(definitions_dir, args.catalog_experimental_definitions)
-        kartas: list[dict[str, Any]] = []
-        notes: list[str] = []
-        try:
-            kartas = list_kartas(kube)
-        except ApiError as e:
-            if e.forbidden:
-                notes.append("not allowed to list Kartas; using the built-in definitions only")
-            elif not e.not_found:  # not found: the Karta CRD is not installed, built-in definitions only
-                raise
-        namespace = args.namespace or kube.namespace
-        in_cluster = _registry([], set(), kartas)
-        known = {d.gvk for d in builtins} | {x.definition.gvk for x in in_cluster.all()}
-        try:
-            res = resolve_kind(kube, kind, known)
-        except KindNotResolved as e:
-            return _fail(EXIT_WORKLOAD_NOT_FOUND if e.not_installed else EXIT_NO_DEFINITION, str(e))
-        registry = _registry(builtins, {res.gvk}, kartas, isolate=True)
-        defn, error = _pick_definition(registry, res.gvk)
-        if defn is None:
-            return _fail(EXIT_NO_DEFINITION, error or f"no Karta definition covers {res.gvk}")
-        try:
-            inputs = describe_inputs(kube, res, namespace, wanted)
-        except ApiError as e:
-            if not e.forbidden:
-                raise
-            return _fail(EXIT_ERROR, f"not allowed to read {res.kind} {namespace}/{wanted}: {e}")
-        if inputs is None:
-            return _fail(EXIT_WORKLOAD_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
-        try:
-            view = build_describe(
-                defn, registry.evaluator(defn), inputs.workload, inputs.pods, file_mode=False, objects=inputs.objects
-            )
-        except KartaEvalError as e:
-            return _fail(EXIT_ERROR, str(e))
-        view.warnings[:0] = notes + inputs.warnings
-        return _emit(view, args)
+        kartas = list_kartas(kube)
     except ApiError as e:
-        return _fail(EXIT_ERROR, str(e))
-    finally:
-        kube.close()
+        if e.forbidden:
+            notes.append("not allowed to list Kartas; using the built-in definitions only")
+        elif not e.not_found:  # not found: the Karta CRD is not installed, built-in definitions only
+            raise
+    namespace = args.namespace or kube.namespace
+    in_cluster = _registry([], set(), kartas)
+    known = {d.gvk for d in builtins} | {x.definition.gvk for x in in_cluster.all()}
+    try:
+        res = resolve_kind(kube, kind, known)
+    except KindNotResolved as e:
+        return fail(EXIT_WORKLOAD_NOT_FOUND if e.not_installed else EXIT_NO_DEFINITION, str(e))
+    registry = _registry(builtins, {res.gvk}, kartas, isolate=True)
+    defn, error = _pick_definition(registry, res.gvk)
+    if defn is None:
+        return fail(EXIT_NO_DEFINITION, error or f"no Karta definition covers {res.gvk}")
+    try:
+        inputs = describe_inputs(kube, res, namespace, wanted)
+    except ApiError as e:
+        if not e.forbidden:
+            raise
+        return fail(EXIT_ERROR, f"not allowed to read {res.kind} {namespace}/{wanted}: {e}")
+    if inputs is None:
+        return fail(EXIT_WORKLOAD_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
+    try:
+        view = build_describe(
+            defn, registry.evaluator(defn), inputs.workload, inputs.pods, file_mode=False, objects=inputs.objects
+        )
+    except KartaEvalError as e:
+        return fail(EXIT_ERROR, str(e))
+    view.warnings[:0] = notes + inputs.warnings
+    return _emit(view, args)

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from grouper.cli.common import add_grouping_flags
+from grouper.cli.common import add_grouping_flags, fail, with_cluster, workload_target
 
 EXIT_OK = 0  # the workload has a PodGroup: its state is shown
 EXIT_ERROR = 1  # cluster error
@@ -55,29 +55,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fail(code: int, message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
-    from grouper.cli.commands.describe import _target
-    from grouper.kube.config import KubeConfigError
-    from grouper.kube.sync import SyncKube
-    from grouper.kube.transport import ApiError
-
-    if args.limit < 0:
-        return _fail(EXIT_USAGE, "--limit must not be negative")
     try:
-        target = _target(args.target)
+        target = workload_target(args.target, args.limit, "--limit")
     except ValueError as e:
-        return _fail(EXIT_USAGE, str(e))
+        return fail(EXIT_USAGE, str(e))
     assert target is not None  # nargs="+"
-    try:
-        with SyncKube.connect(args.kubeconfig, args.context) as kube:
-            found = report_live(args, kube, *target)
-    except (KubeConfigError, ApiError) as e:
-        return _fail(EXIT_ERROR, str(e))
+    return with_cluster(args, lambda kube: _show(args, report_live(args, kube, *target)))
+
+
+def _show(args: argparse.Namespace, found: Any) -> int:
     if isinstance(found, int):
         return found
     report, now = found
@@ -138,15 +125,15 @@ def report_live(args: argparse.Namespace, kube: Any, kind: str, wanted: str) -> 
         res = resolve_kind(kube, kind, _known_kinds(registry))
     except KindNotResolved as e:
         message = str(e).replace("no Karta definition covers", "no Karta definition or plugin covers")
-        return _fail(EXIT_NOT_FOUND if e.not_installed else EXIT_UNKNOWN_KIND, message)
+        return fail(EXIT_NOT_FOUND if e.not_installed else EXIT_UNKNOWN_KIND, message)
     try:
         inputs = describe_inputs(kube, res, namespace, wanted)
     except ApiError as e:
         if not e.forbidden:
             raise
-        return _fail(EXIT_ERROR, f"not allowed to read {res.kind} {namespace}/{wanted}: {e}")
+        return fail(EXIT_ERROR, f"not allowed to read {res.kind} {namespace}/{wanted}: {e}")
     if inputs is None:
-        return _fail(EXIT_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
+        return fail(EXIT_NOT_FOUND, f"{res.kind} {namespace}/{wanted} not found")
     workload = inputs.workload
     pods = [workload] if res.kind == "Pod" and not res.group else pods_of(workload, inputs.pods, inputs.objects)
 
