@@ -134,5 +134,5 @@ def test_kai_backend_still_writes_the_kai_podgroup_and_notes_the_upstream_gang(
         g.wait_idle()
         rec = g.store.pod(ns, pods[0]["metadata"]["name"])
         assert (rec.outcome, rec.pod_group) == ("grouped", name), rec
-        assert any("also in an upstream group" in n and "KAI's scheduler does not read" in n for n in rec.notes)
+        assert any("also in an upstream group" in n and "KAI's scheduler does not read" in n for n in rec.part.notes)  # type: ignore[union-attr]
         assert stepped_aside(g) == 0
