@@ -346,10 +346,10 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
         filters = ListFilters(namespace, kind, plugin, queue, selector)
         matches, errors = visible_podgroups(views, filters, visible(request).namespaces)
         if after is not None:
-            matches = [m for m in matches if (str(m[0].get("namespace")), str(m[0].get("name"))) > after]
-        page = matches[:limit]
+            matches = [m for m in matches if (m.namespace, m.name) > after]
+        page = matches[:limit]  # only the page is rendered
         objects = state.object_source()
-        items = [views.summary(objects, rec, desired, pods) for rec, desired, pods in page]
+        items = [views.summary(objects, rec) for rec in page]
         token = None
         if len(matches) > limit and items:
             token = encode_token((items[-1].namespace, items[-1].name), fingerprint)

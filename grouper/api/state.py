@@ -6,7 +6,7 @@ once the caches are synced. The API reads everything through the small protocols
 controller's objects satisfy; the optional fields let tests (and other embedders) supply them directly:
 
 - :class:`DecisionSource` — ``grouper.records.decisions.DecisionStore`` (per-pod and per-PodGroup
-  records as JSON-able dicts, with their last errors);
+  records, the frozen dataclasses of ``grouper.records.typed``, with their last errors);
 - :class:`ObjectSource` — cache reads without I/O (``Lookups.get``; default: the controller's
   :meth:`ControllerStatus.objects`; :func:`safe_get` turns "not cached" / "forbidden" into None);
 - :class:`HealthSource` — one :class:`HealthSnapshot` (default: the controller's own
@@ -30,10 +30,12 @@ from grouper.core.config import GroupingConfig
 from grouper.model.objects import Obj
 from grouper.observability.health import HealthSnapshot, Role
 from grouper.observability.metrics import Metrics
+from grouper.records.decisions import DecisionStore
 
 if TYPE_CHECKING:
     from grouper.core.gang_state import GangState
     from grouper.core.grouping import Grouper
+    from grouper.records.typed import PodGroupRecord, PodRecord
 
 
 
@@ -41,19 +43,21 @@ class DecisionSource(Protocol):
     """Read side of the controller's decision store. Records are read-only (the store replaces, never
     mutates them), so no call copies the store; each is indexed, none scans the cluster."""
 
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def pod(self, namespace: str, name: str) -> PodRecord | None: ...
 
     def namespaces(self) -> set[str]: ...
 
-    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def pods(self, namespace: str | None = None) -> list[PodRecord]: ...
 
-    def pods_of_group(self, namespace: str, pod_group: str) -> list[dict[str, Any]]: ...
+    def pod_names_of_group(self, namespace: str, pod_group: str) -> list[str]: ...
 
-    def failing_pods(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def pods_of_group(self, namespace: str, pod_group: str) -> list[PodRecord]: ...
 
-    def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def failing_pods(self, namespace: str | None = None) -> list[PodRecord]: ...
 
-    def pod_groups(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def pod_group(self, namespace: str, name: str) -> PodGroupRecord | None: ...
+
+    def pod_groups(self, namespace: str | None = None) -> list[PodGroupRecord]: ...
 
 
 class ObjectSource(Protocol):
@@ -88,29 +92,6 @@ class HealthLimits:
 
     worker_stall: float = 120.0
     api_contact: float = 15.0
-
-
-class _NoDecisions:
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-    def namespaces(self) -> set[str]:
-        return set()
-
-    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def pods_of_group(self, namespace: str, pod_group: str) -> list[dict[str, Any]]:
-        return []
-
-    def failing_pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def pod_group(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-    def pod_groups(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
 
 
 class _NoObjects:
@@ -203,7 +184,7 @@ class StateReader:
         return self.source.metrics.registry
 
     def decision_source(self) -> DecisionSource:
-        return self.source.store if self.source.store is not None else _NoDecisions()
+        return self.source.store if self.source.store is not None else DecisionStore()  # none yet: empty
 
     def object_source(self) -> ObjectSource:
         if self.source.objects is not None:

@@ -1,27 +1,27 @@
 """Turn the controller's records and cached objects into API responses. Pure reads; no I/O.
 
-The decision store keeps, per pod, ``Decision.to_record()`` plus its last error and, per PodGroup, the
-desired object, the pods assigned and the last write error. Pods and workloads come from the caches
+The decision store returns typed records (``grouper.records.typed``: per pod its decision, last error and
+patch; per PodGroup the desired object, the pods assigned and the last write); ``convert.py`` maps them to
+the response models, one converter per model. Pods and workloads come from the caches
 (pods are cached slim: metadata, ``spec.nodeName``, ``status.phase``). Nothing from a pod spec, no
 environment values and no annotation that may carry a whole manifest ever leaves this module.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from grouper.api.convert import decision_record, definition_ref, pod_decision, pod_last_error
 from grouper.api.models import (
     ERROR_PODS_LIMIT,
     ERRORS_LIMIT,
-    DecisionRecord,
     DefinitionIssue,
     DefinitionList,
-    DefinitionRef,
     DefinitionView,
     GangReasonView,
     GangStateName,
@@ -29,13 +29,10 @@ from grouper.api.models import (
     GangView,
     GVKView,
     LastError,
-    OwnerRefView,
-    PatchState,
     PodDecision,
     PodGroupDetail,
     PodGroupSummary,
     PodInfo,
-    PodRef,
     SubGroupView,
     WorkloadError,
     WorkloadGroupView,
@@ -50,8 +47,16 @@ from grouper.core.upstream import scheduling_group
 from grouper.model import objects as o
 from grouper.model import workload_group as wg
 from grouper.model.objects import GVK, Obj
-from grouper.model.podgroup import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, PODGROUP_KIND, SUBGROUP_LABEL
-from grouper.records.decisions import POD_GROUP_NOT_WRITTEN
+from grouper.model.podgroup import (
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    SUBGROUP_LABEL,
+    OwnerRef,
+)
+from grouper.plugins.karta import definition_label_keys
+from grouper.plugins.registry import native_plugins
+from grouper.records.typed import POD_GROUP_NOT_WRITTEN, PodGroupRecord, PodRecord, timestamp
 
 if TYPE_CHECKING:
     from grouper.core.gang_state import GangState
@@ -61,32 +66,17 @@ if TYPE_CHECKING:
 REDACTED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 REDACTED = "(redacted: may contain the full manifest)"
 
-# Pod labels any plugin reads (the queue / node-pool keys come from the config; Karta selectors add theirs).
-GROUPING_LABELS = frozenset(
-    {
-        "project",
-        "priorityClassName",
-        "user",
-        "kai.scheduler/preemptibility",
-        "kai.scheduler/subgroup-name",
-        "jobset.sigs.k8s.io/replicatedjob-name",
-        "jobset.sigs.k8s.io/job-index",
-        "training.kubeflow.org/replica-type",
-        "training.kubeflow.org/replica-index",
-        "training.kubeflow.org/job-name",
-        "training.kubeflow.org/job-role",
-        "ray.io/group",
-        "ray.io/priority-class-name",
-        "leaderworkerset.sigs.k8s.io/group-index",
-        "leaderworkerset.sigs.k8s.io/worker-index",
-        "leaderworkerset.sigs.k8s.io/size",
-        "serving.knative.dev/revision",
-        "spark-app-name",
-        "spark-app-selector",
-        "grove.io/podgang",
-    }
-)
-_LABEL_IN_JQ = re.compile(r"""labels\s*(?:\[\s*"([^"]+)"\s*\]|\.\s*"([^"]+)"|\.([A-Za-z_][A-Za-z0-9_]*))""")
+
+@runtime_checkable
+class _ReadsLabels(Protocol):
+    label_keys: frozenset[str]
+
+
+@functools.cache
+def plugin_label_keys() -> frozenset[str]:
+    """The pod labels the native plugins declare they read (each plugin's ``label_keys``)."""
+    plugins = native_plugins().values()
+    return frozenset().union(*(p.label_keys for p in plugins if isinstance(p, _ReadsLabels)))
 
 
 @dataclass(frozen=True)
@@ -138,16 +128,16 @@ def _sanitize_object(obj: Obj) -> Obj:
     return {**obj, "metadata": meta}
 
 
-def _desired(rec: dict[str, Any]) -> Obj:
+def _desired(rec: PodGroupRecord) -> Obj:
     """The decided PodGroup object of a PodGroup record (an empty shell when the decision failed)."""
-    d = rec.get("desired")
+    d = rec.desired()
     if isinstance(d, dict) and "spec" in d:
         return d
     spec = d if isinstance(d, dict) else {}
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": PODGROUP_KIND,
-        "metadata": {"name": rec.get("name", ""), "namespace": rec.get("namespace", "")},
+        "metadata": {"name": rec.name, "namespace": rec.namespace},
         "spec": spec,
     }
 
@@ -193,23 +183,6 @@ def gang_view(name: str, st: GangState, now: datetime) -> GangView:
 def _gang(source: GangSource | None, namespace: str, name: str) -> GangView | None:
     st = source.get(namespace, name) if source is not None else None
     return gang_view(name, st, source.clock()) if source is not None and st is not None else None
-
-
-def _def_ref(d: Any) -> DefinitionRef | None:
-    if isinstance(d, dict) and d.get("name"):
-        return DefinitionRef(name=str(d["name"]), origin=str(d.get("origin") or ""))
-    return None
-
-
-def _owner_view(r: Any) -> OwnerRefView | None:
-    if not isinstance(r, dict):
-        return None
-    return OwnerRefView(
-        apiVersion=str(r.get("apiVersion") or ""),
-        kind=str(r.get("kind") or ""),
-        name=str(r.get("name") or ""),
-        uid=str(r.get("uid") or ""),
-    )
 
 
 class Views:
@@ -297,22 +270,12 @@ class Views:
     # ------------------------------------------------------------------ pods
 
     def grouping_label_keys(self, defn: KartaDefinition | None = None) -> set[str]:
+        """The pod labels grouping reads: the queue and node-pool keys of the configuration, what every
+        native plugin declares (``label_keys``) and what ``defn`` (the workload's Karta definition) reads."""
         cfg = self.state.grouping_config()
-        keys = set(GROUPING_LABELS) | {cfg.queue_label_key, cfg.nodepool_label_key}
+        keys = {*plugin_label_keys(), cfg.queue_label_key, cfg.nodepool_label_key}
         if defn is not None:
-            for comp in defn.components():
-                sel = comp.pod_selector
-                if sel is None:
-                    continue
-                if sel.component_type is not None:
-                    keys.update(sel.component_type.match_labels)
-                for expr in (
-                    sel.component_type.key_path if sel.component_type else None,
-                    sel.instance_id_path,
-                    sel.replica_key_path,
-                ):
-                    for m in _LABEL_IN_JQ.finditer(expr or ""):
-                        keys.add(next(g for g in m.groups() if g))
+            keys |= definition_label_keys(defn)
         return keys
 
     def pod_info(self, objects: ObjectSource, namespace: str, name: str, sub_group: str | None,
@@ -333,129 +296,141 @@ class Views:
 
     # ------------------------------------------------------------------ PodGroups
 
-    @staticmethod
-    def _workload_ref(desired: Obj, pod_recs: list[dict[str, Any]]) -> WorkloadRef:
+    def workload_ref(self, rec: PodGroupRecord, desired: Obj) -> WorkloadRef:
+        """The PodGroup's workload: its owner reference, else the top owner of its pods' decisions."""
         refs = o.owner_references(desired)
-        src: Any = refs[0] if refs else next((r.get("topOwner") for r in pod_recs if r.get("topOwner")), None)
-        src = src if isinstance(src, dict) else {}
-        return WorkloadRef(
-            apiVersion=str(src.get("apiVersion") or ""), kind=str(src.get("kind") or ""), name=str(src.get("name") or "")
-        )
+        if refs:
+            src = refs[0]
+            return WorkloadRef(apiVersion=str(src.get("apiVersion") or ""), kind=str(src.get("kind") or ""),
+                               name=str(src.get("name") or ""))
+        rep = self.representative(rec)
+        top = rep.top_owner if rep is not None else None
+        if top is None:
+            top = next((r.top_owner for r in self.state.decision_source().pods_of_group(rec.namespace, rec.name)
+                        if r.top_owner is not None), None)
+        if top is None:
+            return WorkloadRef(apiVersion="", kind="", name="")
+        return WorkloadRef(apiVersion=top.api_version, kind=top.kind, name=top.name)
 
-    @staticmethod
-    def _representative(rec: dict[str, Any], pod_recs: list[dict[str, Any]]) -> dict[str, Any]:
+    def representative(self, rec: PodGroupRecord) -> PodRecord | None:
         """The record of the pod whose view of the PodGroup was written (the PodGroup's record names it:
-        the merge rule of ``core/workload_plan.py`` is not repeated here); else its first grouped pod."""
-        newest = rec.get("newestPod")
-        for r in pod_recs:
-            if newest and (r.get("pod") or {}).get("name") == newest:
-                return r
-        return next((r for r in pod_recs if r.get("outcome") == "grouped"), pod_recs[0] if pod_recs else {})
-
-    def matching_podgroups(self, f: ListFilters) -> list[tuple[dict[str, Any], Obj, list[dict[str, Any]]]]:
-        """(record, desired object, pod records) of every managed PodGroup matching ``f``, by (namespace, name).
-        A PodGroup that was never written (its create refused) is not listed: it does not exist; its
-        workload is among :meth:`workload_errors`.
-
-        Cheap: no Karta evaluation, so pagination can cut before :meth:`summary` does the expensive part.
-        """
+        the merge rule of ``core/workload_plan.py`` is not repeated here); else its first grouped pod, else
+        its first pod. Renders one pod record, or as few as it takes."""
         decisions = self.state.decision_source()
+        if rec.newest:
+            newest = decisions.pod(rec.namespace, rec.newest)
+            if newest is not None and newest.pod_group == rec.name:
+                return newest
+        first = None
+        for name in decisions.pod_names_of_group(rec.namespace, rec.name):
+            pod = decisions.pod(rec.namespace, name)
+            if pod is not None and pod.outcome == "grouped":
+                return pod
+            first = first or pod
+        return first
+
+    def matching_podgroups(self, f: ListFilters) -> list[PodGroupRecord]:
+        """The record of every managed PodGroup matching ``f``, by (namespace, name). A PodGroup that was
+        never written (its create refused) is not listed: it does not exist; its workload is among
+        :meth:`workload_errors`.
+
+        Cheap, so that a listing pages before it renders (:meth:`summary`): no pod record is rendered but
+        the representative's when ``f.plugin`` asks, and the desired object is decoded only when a filter
+        reads it.
+        """
         out = []
-        for rec in decisions.pod_groups(f.namespace):
-            if not rec.get("stored", True):
+        for rec in self.state.decision_source().pod_groups(f.namespace):
+            if not rec.stored:
                 continue
-            ns, name = str(rec.get("namespace") or ""), str(rec.get("name") or "")
-            desired = _desired(rec)
-            pod_recs = decisions.pods_of_group(ns, name)
+            desired = _desired(rec) if (f.kind or f.queue or f.selector) else {}
             if f.kind:
-                wl = self._workload_ref(desired, pod_recs)
+                wl = self.workload_ref(rec, desired)
                 if not kind_matches(f.kind, wl.apiVersion, wl.kind):
                     continue
-            if f.plugin and not plugin_matches(f.plugin, self._representative(rec, pod_recs).get("plugin")):
-                continue
+            if f.plugin:
+                rep = self.representative(rec)
+                if not plugin_matches(f.plugin, rep.part.plugin if rep is not None and rep.part else None):
+                    continue
             if f.queue and (desired.get("spec") or {}).get("queue") != f.queue:
                 continue
             if f.selector and not f.selector.matches(o.labels(desired)):
                 continue
-            out.append((rec, desired, pod_recs))
-        out.sort(key=lambda t: (str(t[0].get("namespace") or ""), str(t[0].get("name") or "")))
+            out.append(rec)
         return out
 
-    def workload_errors(self, f: ListFilters, listed: Iterable[dict[str, Any]]) -> list[WorkloadError]:
+    def workload_errors(self, f: ListFilters, listed: Iterable[PodGroupRecord]) -> list[WorkloadError]:
         """Workloads whose latest pod decisions failed and that own none of the ``listed`` PodGroup records,
         and workloads a write of which the API server refused (a PodGroup, listed or not, or a pod's mark).
 
         Only ``f.namespace`` and ``f.kind`` apply. Pods without a top owner (their owner chain could not be
         resolved) are their own workload, kind Pod. Sorted by namespace, kind, name; at most ``ERRORS_LIMIT``.
         """
-        covered = {str(r.get("workload") or "") for r in listed} - {""}
-        failing: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+        covered = {r.workload for r in listed} - {""}
+        # per workload: (time, pod, reason, message) of each failure
+        failing: dict[tuple[str, str, str, str], list[tuple[str, str, str, str]]] = {}
         decisions = self.state.decision_source()
         for rec in decisions.pod_groups(f.namespace):
-            if rec.get("ok", True):
+            if rec.ok:
                 continue
-            ns = str(rec.get("namespace") or "")
             refs = o.owner_references(_desired(rec))
             owner = refs[0] if refs else {}
             if f.kind and not kind_matches(f.kind, str(owner.get("apiVersion") or ""), str(owner.get("kind") or "")):
                 continue
-            key = (ns, str(owner.get("kind") or ""), str(owner.get("name") or ""), str(owner.get("apiVersion") or ""))
-            for pod in rec.get("pods") or []:  # each pod of it, as the pods' records show it
-                failing.setdefault(key, []).append({
-                    "pod": {"namespace": ns, "name": pod}, "reason": POD_GROUP_NOT_WRITTEN,
-                    "message": rec.get("lastError"), "lastErrorTime": rec.get("lastErrorTime"),
-                })
+            key = (rec.namespace, str(owner.get("kind") or ""), str(owner.get("name") or ""),
+                   str(owner.get("apiVersion") or ""))
+            when = timestamp(rec.error_at) or ""
+            failing.setdefault(key, []).extend(  # each pod of it, as the pods' records show it
+                (when, pod, POD_GROUP_NOT_WRITTEN, rec.last_error or "") for pod in rec.pods)
         for r in decisions.failing_pods(f.namespace):
-            written = r.get("outcome") == "failed"  # a refused write: listed whatever else is
-            if r.get("outcome") != "error" and not written:
+            written = r.outcome == "failed"  # a refused write: listed whatever else is
+            if r.outcome != "error" and not written:
                 continue
-            if not written and str(r.get("workload") or "") in covered:
+            if not written and (r.workload or "") in covered:
                 continue
-            pod = r.get("pod") or {}
-            top = r.get("topOwner")
-            src = top if isinstance(top, dict) and top.get("kind") else {
-                "apiVersion": "v1", "kind": "Pod", "name": pod.get("name")}
-            ref = WorkloadRef(apiVersion=str(src.get("apiVersion") or ""), kind=str(src.get("kind") or ""),
-                              name=str(src.get("name") or ""))
+            top = r.top_owner
+            ref = (WorkloadRef(apiVersion=top.api_version, kind=top.kind, name=top.name) if top and top.kind
+                   else WorkloadRef(apiVersion="v1", kind="Pod", name=r.name))
             if f.kind and not kind_matches(f.kind, ref.apiVersion, ref.kind):
                 continue
-            failing.setdefault((str(pod.get("namespace") or ""), ref.kind, ref.name, ref.apiVersion), []).append(r)
+            when = timestamp(r.last_error_at if r.last_error_at is not None else r.decided_at) or ""
+            failing.setdefault((r.namespace, ref.kind, ref.name, ref.apiVersion), []).append(
+                (when, r.name, r.reason, r.message))
         out = []
-        for (ns, kind, name, api_version), recs in sorted(failing.items())[:ERRORS_LIMIT]:
-            newest = max(recs, key=lambda r: (str(r.get("lastErrorTime") or r.get("decidedAt") or ""),
-                                              str((r.get("pod") or {}).get("name") or "")))
-            pods = sorted({str((r.get("pod") or {}).get("name") or "") for r in recs})
+        for (ns, kind, name, api_version), failures in sorted(failing.items())[:ERRORS_LIMIT]:
+            when, _, reason, message = max(failures, key=lambda x: (x[0], x[1]))
+            pods = sorted({pod for _, pod, _, _ in failures})
             out.append(WorkloadError(
                 workload=WorkloadRef(apiVersion=api_version, kind=kind, name=name),
                 namespace=ns,
-                reason=str(newest.get("reason") or ""),
-                message=str(newest.get("message") or ""),
-                time=newest.get("lastErrorTime") or newest.get("decidedAt"),
+                reason=reason,
+                message=message,
+                time=when or None,
                 pods=pods[:ERROR_PODS_LIMIT],
                 podCount=len(pods),
             ))
         return out
 
-    def summary(self, objects: ObjectSource, rec: dict[str, Any], desired: Obj,
-                pod_recs: list[dict[str, Any]]) -> PodGroupSummary:
-        ns = str(rec.get("namespace") or "")
+    def summary(self, objects: ObjectSource, rec: PodGroupRecord) -> PodGroupSummary:
+        """A listed PodGroup (the costly part of a listing: one per page item)."""
+        desired = _desired(rec)
         spec = desired.get("spec") or {}
-        rep = self._representative(rec, pod_recs)
-        wl = self._workload_ref(desired, pod_recs)
-        workload_obj = safe_get(objects, wl.apiVersion, wl.kind, ns, wl.name) if wl.kind else None
+        rep = self.representative(rec)
+        part = rep.part if rep is not None else None
+        wl = self.workload_ref(rec, desired)
+        workload_obj = safe_get(objects, wl.apiVersion, wl.kind, rec.namespace, wl.name) if wl.kind else None
         queue = spec.get("queue")
         return PodGroupSummary(
-            name=str(rec.get("name") or ""),
-            namespace=ns,
+            name=rec.name,
+            namespace=rec.namespace,
             workload=wl,
-            plugin=rep.get("plugin"),
-            definition=_def_ref(rep.get("definition")),
+            plugin=part.plugin if part is not None else None,
+            definition=definition_ref(part.definition) if part is not None else None,
             queue=str(queue) if queue else None,
             minMember=_int(spec.get("minMember")),
             minSubGroup=_int(spec.get("minSubGroup")),
-            podsAssigned=len(rec.get("pods") or []),
+            podsAssigned=len(rec.pods),
             workloadStatus=self.workload_status(workload_obj),
-            gang=_gang(self.state.gang_source(), ns, str(rec.get("name") or "")),
+            gang=_gang(self.state.gang_source(), rec.namespace, rec.name),
         )
 
     def podgroup_detail(self, namespace: str, name: str) -> PodGroupDetail | None:
@@ -467,21 +442,22 @@ class Views:
         desired = _sanitize_object(_desired(rec))
         spec = desired.get("spec") or {}
         pod_recs = decisions.pods_of_group(namespace, name)
-        rep = self._representative(rec, pod_recs)
-        wl = self._workload_ref(desired, pod_recs)
+        rep = self.representative(rec)
+        part = rep.part if rep is not None else None
+        wl = self.workload_ref(rec, desired)
         workload_obj = safe_get(objects, wl.apiVersion, wl.kind, namespace, wl.name) if wl.kind else None
         defn = self.definition_for(wl.apiVersion, wl.kind) if wl.kind else None
         keys = self.grouping_label_keys(defn)
 
         # the pods whose latest decision names this PodGroup: never those that moved to another one
-        sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
+        sub_of = {r.name: r.sub_group for r in pod_recs}
         if wl.kind == wg.KIND and wl.apiVersion == wg.API_VERSION:
             # a WorkloadGroup's rendered PodGroup: its members' decisions name their own PodGroups; the group
             # placed the pods the record lists, each in the leaf its label names
             sub_of = {}
-            for p in rec.get("pods") or ():
-                cached = safe_get(objects, "v1", "Pod", namespace, str(p))
-                sub_of[str(p)] = o.labels(cached).get(SUBGROUP_LABEL) if cached is not None else None
+            for p in rec.pods:
+                cached = safe_get(objects, "v1", "Pod", namespace, p)
+                sub_of[p] = o.labels(cached).get(SUBGROUP_LABEL) if cached is not None else None
         pod_names = sorted(sub_of)
         pods = [self.pod_info(objects, namespace, p, sub_of.get(p), keys) for p in pod_names]
         sub_groups = self._sub_groups(spec, pods)
@@ -495,9 +471,9 @@ class Views:
         else:
             required, unit, present = _int(spec.get("minMember")), "pods", len(pods)
 
-        notes = list(dict.fromkeys([*(rep.get("notes") or []), *(rec.get("notes") or [])]))
-        if wl.kind and not rep.get("definition"):
-            notes += self.unused_definition_notes(wl.apiVersion, wl.kind, rep.get("plugin"))
+        notes = list(dict.fromkeys([*(part.notes if part is not None else ()), *rec.notes]))
+        if wl.kind and (part is None or part.definition is None):
+            notes += self.unused_definition_notes(wl.apiVersion, wl.kind, part.plugin if part is not None else None)
         return PodGroupDetail(
             name=name,
             namespace=namespace,
@@ -510,15 +486,7 @@ class Views:
             present=present,
             subGroups=sub_groups,
             pods=pods,
-            decision=DecisionRecord(
-                topOwner=_owner_view(rep.get("topOwner")),
-                ownerChain=[v for v in (_owner_view(r) for r in rep.get("ownerChain") or []) if v is not None],
-                plugin=rep.get("plugin"),
-                definition=_def_ref(rep.get("definition")),
-                provenance={str(k): str(v) for k, v in (rep.get("provenance") or {}).items()},
-                notes=[str(n) for n in notes],
-                lastError=self._last_error(rec, pod_recs),
-            ),
+            decision=decision_record(part, notes, self._last_error(rec, pod_recs)),
             gang=_gang(self.state.gang_source(), namespace, name),
         )
 
@@ -526,29 +494,19 @@ class Views:
         rec = self.state.decision_source().pod(namespace, name)
         if rec is None:
             return None
-        pod_ref = rec.get("pod") or {}
-        top = rec.get("topOwner")
-        defn = None
-        if isinstance(top, dict) and top.get("kind"):
-            defn = self.definition_for(str(top.get("apiVersion") or ""), str(top["kind"]))
-        notes = [str(n) for n in rec.get("notes") or []]
-        if isinstance(top, dict) and top.get("kind") and not rec.get("definition") and rec.get("plugin"):
-            notes += self.unused_definition_notes(str(top.get("apiVersion") or ""), str(top["kind"]), rec["plugin"])
-        error = None
-        if rec.get("lastError"):
-            reason = str(rec.get("reason") or "PodError") if rec.get("outcome") in ("error", "failed") else "PodError"
-            error = LastError(reason=reason, message=str(rec["lastError"]), time=rec.get("lastErrorTime"))
-        patched = rec.get("patched")
-        outcome = rec.get("outcome")
-        pod_group, sub_group = rec.get("podGroup"), rec.get("subGroup")
+        part, top = rec.part, rec.top_owner
+        defn = self.definition_for(top.api_version, top.kind) if top is not None and top.kind else None
+        notes = list(part.notes) if part is not None else []
+        if top is not None and top.kind and part is not None and part.definition is None and part.plugin:
+            notes += self.unused_definition_notes(top.api_version, top.kind, part.plugin)
+        pod_group, sub_group = rec.pod_group, rec.sub_group
         group = None
-        if isinstance(top, dict) and top.get("kind"):
+        if top is not None and top.kind:
             objects = self.state.object_source()
-            workload = safe_get(objects, str(top.get("apiVersion") or ""), str(top["kind"]), namespace,
-                                str(top.get("name") or ""))
+            workload = safe_get(objects, top.api_version, top.kind, namespace, top.name)
             found = self.member_group(namespace, workload)
             group = found[0] if found is not None else None
-        if group is not None and outcome == "grouped":
+        if group is not None and rec.outcome == "grouped":
             # held for the group: the pod is in the group's PodGroup (or waits on its name), not the one its
             # workload alone would have
             pod_obj = safe_get(self.state.object_source(), "v1", "Pod", namespace, name)
@@ -560,40 +518,19 @@ class Views:
             pod_group = carried if carried and carried.startswith(group.podGroup) else group.podGroup
             sub_group = (o.labels(pod_obj).get(SUBGROUP_LABEL) if pod_obj is not None and group.rendered
                          else None)
-        return PodDecision(
-            pod=PodRef(namespace=str(pod_ref.get("namespace") or namespace), name=str(pod_ref.get("name") or name),
-                       uid=pod_ref.get("uid")),
-            outcome=outcome if outcome in ("grouped", "skipped", "error", "failed") else None,
-            reason=str(rec.get("reason") or ""),
-            message=str(rec.get("message") or ""),
-            podGroup=pod_group,
-            subGroup=sub_group,
-            plugin=rec.get("plugin"),
-            definition=_def_ref(rec.get("definition")),
-            topOwner=_owner_view(top),
-            ownerChain=[v for v in (_owner_view(r) for r in rec.get("ownerChain") or []) if v is not None],
-            provenance={str(k): str(v) for k, v in (rec.get("provenance") or {}).items()},
-            notes=notes,
-            decidedAt=rec.get("decidedAt"),
-            lastError=error,
-            patched=PatchState(result=str(patched.get("result")), at=patched.get("at"))
-            if isinstance(patched, dict) and patched.get("result") else None,
-            status=self.pod_info(self.state.object_source(), namespace, name, sub_group,
-                                 self.grouping_label_keys(defn)),
-            workloadGroup=group,
-        )
+        status = self.pod_info(self.state.object_source(), namespace, name, sub_group, self.grouping_label_keys(defn))
+        return pod_decision(rec, notes=notes, pod_group=pod_group, sub_group=sub_group, status=status, group=group)
 
     @staticmethod
-    def _last_error(rec: dict[str, Any], pod_recs: list[dict[str, Any]]) -> LastError | None:
+    def _last_error(rec: PodGroupRecord, pod_recs: list[PodRecord]) -> LastError | None:
         """The newest error of the PodGroup write or of any of its pods' decisions / patches."""
         candidates: list[tuple[str, str, str]] = []
-        if rec.get("lastError"):
-            candidates.append((str(rec.get("lastErrorTime") or ""), "PodGroupWrite", str(rec["lastError"])))
+        if rec.last_error:
+            candidates.append((timestamp(rec.error_at) or "", "PodGroupWrite", rec.last_error))
         for r in pod_recs:
-            if r.get("lastError"):
-                pod = (r.get("pod") or {}).get("name", "")
-                reason = str(r.get("reason") or "PodError") if r.get("outcome") in ("error", "failed") else "PodError"
-                candidates.append((str(r.get("lastErrorTime") or ""), reason, f"pod {pod}: {r['lastError']}"))
+            error = pod_last_error(r)
+            if error is not None:
+                candidates.append((error.time or "", error.reason, f"pod {r.name}: {error.message}"))
         if not candidates:
             return None
         when, reason, message = max(candidates)
@@ -658,9 +595,8 @@ class Views:
         """(apiVersion, kind) of every top owner seen in ``namespace`` and every definition's root kind."""
         seen: dict[tuple[str, str], None] = {}
         for r in self.state.decision_source().pods(namespace):
-            top = r.get("topOwner")
-            if isinstance(top, dict) and top.get("kind"):
-                seen[(str(top.get("apiVersion") or ""), str(top["kind"]))] = None
+            if r.top_owner is not None and r.top_owner.kind:
+                seen[(r.top_owner.api_version, r.top_owner.kind)] = None
         for rec in self.state.decision_source().pod_groups(namespace):
             for ref in o.owner_references(_desired(rec)):
                 seen[(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))] = None
@@ -674,17 +610,15 @@ class Views:
                 pass
         return list(seen)
 
-    def workload_pods(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> list[dict[str, Any]]:
+    def workload_pods(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> list[PodRecord]:
         group = GVK.from_api_version(api_version, kind).group
         out = []
         for r in self.state.decision_source().pods(namespace):
-            top = r.get("topOwner")
-            if not isinstance(top, dict):
+            top = r.top_owner
+            if top is None:
                 continue
-            if (uid and top.get("uid") == uid) or (
-                top.get("kind") == kind
-                and top.get("name") == name
-                and GVK.from_api_version(str(top.get("apiVersion") or ""), kind).group == group
+            if (uid and top.uid == uid) or (
+                top.kind == kind and top.name == name and GVK.from_api_version(top.api_version, kind).group == group
             ):
                 out.append(r)
         return out
@@ -695,16 +629,15 @@ class Views:
         from grouper.describe import build_describe
         from grouper.describe.workloads import summarize, summary_without_definition
 
-        groups: dict[tuple[str, str], tuple[dict[str, Any], list[str]]] = {}
+        groups: dict[tuple[str, str], tuple[OwnerRef, list[str]]] = {}
         failing: set[tuple[str, str]] = set()  # workloads with a pod whose grouping failed: state Error
         for r in self.state.decision_source().pods(namespace):
-            top, pod = r.get("topOwner"), r.get("pod") or {}
-            if not isinstance(top, dict) or not top.get("kind"):
+            top = r.top_owner
+            if top is None or not top.kind:
                 continue
-            ns = str(pod.get("namespace") or "")
-            key = (ns, str(top.get("uid") or f"{top.get('apiVersion')}/{top.get('kind')}/{top.get('name')}"))
-            groups.setdefault(key, (top, []))[1].append(str(pod.get("name") or ""))
-            if r.get("outcome") in ("error", "failed"):
+            key = (r.namespace, top.uid or f"{top.api_version}/{top.kind}/{top.name}")
+            groups.setdefault(key, (top, []))[1].append(r.name)
+            if r.outcome in ("error", "failed"):
                 failing.add(key)
         objects = self.state.object_source()
         gangs = self.state.gang_source()
@@ -712,9 +645,9 @@ class Views:
         out: list[WorkloadSummaryView] = []
         for key, (top, pod_names) in groups.items():
             ns = key[0]
-            av, kind, wname = str(top.get("apiVersion") or ""), str(top["kind"]), str(top.get("name") or "")
+            av, kind, wname = top.api_version, top.kind, top.name
             workload = safe_get(objects, av, kind, ns, wname) or {
-                "apiVersion": av, "kind": kind, "metadata": {"name": wname, "namespace": ns, "uid": top.get("uid")}}
+                "apiVersion": av, "kind": kind, "metadata": {"name": wname, "namespace": ns, "uid": top.uid}}
             if not workload.get("apiVersion"):
                 workload = {**workload, "apiVersion": av, "kind": kind}
             pods = [p for p in (safe_get(objects, "v1", "Pod", ns, n) for n in sorted(set(pod_names))) if p is not None]
@@ -732,8 +665,8 @@ class Views:
                 summary = summary_without_definition(workload, pods, self.workload_status(workload))
             summary.pods = max(summary.pods, len(pods))
             view = WorkloadSummaryView.model_validate(summary.to_dict())
-            if gangs is not None and now is not None and top.get("uid"):
-                views = [gang_view(n, st, now) for n, st in gangs.of_workload(ns, str(top["uid"]))]
+            if gangs is not None and now is not None and top.uid:
+                views = [gang_view(n, st, now) for n, st in gangs.of_workload(ns, top.uid)]
                 if views:
                     view.gangs = views
                     view.state = worst_gang_state(views)
@@ -808,4 +741,4 @@ class Views:
         return DefinitionList(items=items)
 
 
-__all__ = ["GROUPING_LABELS", "ListFilters", "Views", "kind_matches"]
+__all__ = ["ListFilters", "Views", "kind_matches", "plugin_label_keys"]

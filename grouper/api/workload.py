@@ -47,9 +47,9 @@ def describe(views: Views, state: StateReader, workload: Obj, source: str) -> De
     objects = state.object_source()
     defn = views.definition_for(av, kind)
     keys = views.grouping_label_keys(defn)
-    pod_names = sorted({str((r.get("pod") or {}).get("name")) for r in pod_recs})
-    sub_of = {str((r.get("pod") or {}).get("name")): r.get("subGroup") for r in pod_recs}
-    pod_groups = sorted({str(r["podGroup"]) for r in pod_recs if r.get("podGroup")})
+    pod_names = sorted({r.name for r in pod_recs})
+    sub_of = {r.name: r.sub_group for r in pod_recs}
+    pod_groups = sorted({r.pod_group for r in pod_recs if r.pod_group})
     member = views.member_group(ns, workload)
     if member is not None:  # its own PodGroups are not written while it is in a group: the group's is its gang
         group = member[0]

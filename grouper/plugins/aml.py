@@ -18,6 +18,7 @@ NODE_COUNT_PATH = ("spec", "job", "options", "envs", "AZUREML_NODE_COUNT")
 
 class AmlGrouper:
     name = "AML Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         md = default_metadata(ctx)

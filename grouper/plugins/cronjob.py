@@ -22,6 +22,7 @@ from grouper.plugins.default import default_metadata
 
 class CronJobGrouper:
     name = "CronJob Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
         pod = with_pod_typemeta(ctx.pod)

@@ -167,6 +167,8 @@ class DefaultGrouper:
     """The default plugin; other kinds reuse it with another priority fallback and name."""
 
     name = "Default Grouper"
+    # the pod labels it reads, and so every plugin (their metadata starts from the default's): the API shows these
+    label_keys: frozenset[str] = frozenset({PROJECT_LABEL, PRIORITY_LABEL, PREEMPTIBILITY_LABEL, USER_KEY, SUBGROUP_LABEL})
 
     def __init__(self, priority_fallback: str = TRAIN_PRIORITY, name: str = "Default Grouper") -> None:
         self.priority_fallback = priority_fallback

@@ -59,6 +59,7 @@ def per_pod(md: PodGroupMetadata, ctx: GroupingContext, why: str) -> PodGroupMet
 
 class DeploymentGrouper:
     name = "Deployment Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         dep = ctx.top_owner

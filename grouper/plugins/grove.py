@@ -175,6 +175,7 @@ def _apply_top_owner_metadata(md: PodGroupMetadata, gang: Obj, top: Obj) -> None
 
 class GroveGrouper:
     name = "Grove Grouper"
+    label_keys: frozenset[str] = frozenset({PODGANG_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
         pod = with_pod_typemeta(ctx.pod)

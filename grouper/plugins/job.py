@@ -42,6 +42,7 @@ class JobGrouper:
     """One PodGroup per Job; minMember from ``kai.scheduler/batch-min-member``."""
 
     name = "BatchJob Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         job = ctx.top_owner

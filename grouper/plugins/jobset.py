@@ -77,6 +77,7 @@ class JobSetGrouper:
     """JobSet: one PodGroup, a parent sub-group per replicatedJob, a leaf per replica."""
 
     name = "JobSet Grouper"
+    label_keys: frozenset[str] = frozenset({REPLICATED_JOB_LABEL, JOB_INDEX_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         js, pod = ctx.top_owner, ctx.pod

@@ -8,6 +8,7 @@ answer stands.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from grouper.core.context import GroupingContext
@@ -29,7 +30,37 @@ class KartaGrouper:
         result = apply_gang(self.definition, self.evaluator, ctx.top_owner, ctx.pod, base)
         return base if result is None else result
 
+    @property
+    def label_keys(self) -> frozenset[str]:
+        """The pod labels its definition reads (:func:`definition_label_keys`)."""
+        return definition_label_keys(self.definition)
+
     def prefetch(self, pods: Sequence[Obj], top_owner: Obj) -> None:
         """Evaluate the definition's pod expressions for all of ``pods`` in one sandbox run per chunk, the
         root expressions on ``top_owner`` (the root object) in the first of them."""
         self.evaluator.prefetch(pods, root=top_owner)
+
+
+_LABEL_IN_JQ = re.compile(r"""labels\s*(?:\[\s*"([^"]+)"\s*\]|\.\s*"([^"]+)"|\.([A-Za-z_][A-Za-z0-9_]*))""")
+
+
+def definition_label_keys(definition: KartaDefinition) -> frozenset[str]:
+    """The pod labels a definition reads: its component selectors' ``matchLabels`` and the label keys its pod
+    jq paths name literally (``.metadata.labels["k"]``, ``.metadata.labels.k``); a key a path computes is
+    not derivable and not listed."""
+    keys: set[str] = set()
+    paths: list[str | None] = []
+    for comp in definition.components():
+        sel = comp.pod_selector
+        if sel is None:
+            continue
+        if sel.component_type is not None:
+            keys.update(sel.component_type.match_labels)
+            paths.append(sel.component_type.key_path)
+        paths += [sel.instance_id_path, sel.replica_key_path]
+    for group in definition.gang.pod_groups if definition.gang else ():
+        for member in group.members:
+            paths += [*member.group_by_key_paths, *member.filters]
+    for path in paths:
+        keys.update(next(g for g in m.groups() if g) for m in _LABEL_IN_JQ.finditer(path or ""))
+    return frozenset(keys)

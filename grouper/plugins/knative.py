@@ -96,6 +96,7 @@ def _gang_decision(ctx: GroupingContext, revision: Obj) -> tuple[bool, str]:
 
 class KnativeGrouper:
     name = "KNative Grouper"
+    label_keys: frozenset[str] = frozenset({REVISION_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
         pod = with_pod_typemeta(ctx.pod)

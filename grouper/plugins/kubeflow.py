@@ -16,6 +16,7 @@ Choices where KAI is loose:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from grouper.core.context import GroupingContext
 from grouper.model.errors import InvalidWorkload
@@ -84,6 +85,7 @@ class KubeflowDistributedGrouper:
     replica_specs_field: str
     mandatory: tuple[str, ...] = ()
     name: str = "Kubeflow Distributed Grouper"
+    label_keys: ClassVar[frozenset[str]] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         md = default_metadata(ctx)

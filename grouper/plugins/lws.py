@@ -76,6 +76,7 @@ class LWSGrouper:
     """LeaderWorkerSet: one PodGroup per group, leader/workers or segment sub-groups."""
 
     name = "LWS Grouper"
+    label_keys: frozenset[str] = frozenset({GROUP_INDEX_LABEL, WORKER_INDEX_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         lws, pod = ctx.top_owner, ctx.pod

@@ -34,6 +34,7 @@ class MPIGrouper:
     """MPIJob: distributed min-member, minus the launcher while a delayed launcher does not exist."""
 
     name = "MPI Grouper"
+    label_keys: frozenset[str] = frozenset({JOB_NAME_LABEL, JOB_ROLE_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         job = ctx.top_owner

@@ -27,6 +27,7 @@ def is_spark_pod(pod: Obj) -> bool:
 
 class PodJobGrouper:
     name = "PodJob Grouper"
+    label_keys: frozenset[str] = frozenset({SPARK_APP_NAME_LABEL, SPARK_APP_SELECTOR_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         md = default_metadata(ctx)

@@ -72,6 +72,7 @@ class PyTorchGrouper:
     """PyTorchJob: elastic min-member, master/worker sub-groups, optional worker segments."""
 
     name = "PyTorchJob Grouper"
+    label_keys: frozenset[str] = frozenset({REPLICA_TYPE_LABEL, REPLICA_INDEX_LABEL})  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         job, pod = ctx.top_owner, ctx.pod

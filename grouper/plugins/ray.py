@@ -69,6 +69,8 @@ CLUSTER_NAME_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 class RayGrouper:
     """One grouper per Ray kind: ``RayGrouper("RayCluster" | "RayJob" | "RayService")``."""
 
+    label_keys: frozenset[str] = frozenset({RAY_GROUP_LABEL, RAY_PRIORITY_LABEL})  # the pod labels it reads besides DefaultGrouper's
+
     def __init__(self, kind: str) -> None:
         if kind not in CLUSTER_NAME_PATHS:
             raise ValueError(f"unsupported Ray kind {kind!r}; expected one of {sorted(CLUSTER_NAME_PATHS)}")

@@ -24,6 +24,7 @@ def legacy_name(job: Obj, pod: Obj) -> str:
 
 class RunaiJobGrouper:
     name = "RunaiJob Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         job = ctx.top_owner

@@ -52,6 +52,7 @@ def _merged(ctx: GroupingContext, lower: Obj, skipped: Obj) -> Obj:
 
 class SkipTopOwnerGrouper:
     name = "SkipTopOwner Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
         skipped = ctx.top_owner

@@ -24,6 +24,7 @@ ORDERED_READY = "OrderedReady"
 
 class StatefulSetGrouper:
     name = "StatefulSet Grouper"
+    label_keys: frozenset[str] = frozenset()  # the pod labels it reads besides DefaultGrouper's
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata:
         sts = ctx.top_owner

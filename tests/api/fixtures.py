@@ -141,8 +141,8 @@ class World:
         """Workload kind -> (namespace, PodGroup name)."""
         out = {}
         for rec in self.store.pod_groups():
-            owner = rec["desired"]["metadata"]["ownerReferences"][0]
-            out[owner["kind"]] = (rec["namespace"], rec["name"])
+            owner = rec.desired()["metadata"]["ownerReferences"][0]
+            out[owner["kind"]] = (rec.namespace, rec.name)
         return out
 
 

@@ -270,23 +270,23 @@ def test_a_podgroup_the_api_server_refused_is_not_listed_and_its_workload_is_an_
     rec = world.store.pod_group(*SPARK_PG)
     assert rec is not None
     refused = f"PodGroup {SPARK_PG[0]}/{SPARK_PG[1]}: write failed: 422 Invalid: denied by policy"
-    world.store.record_pod_group(*SPARK_PG, workload=rec["workload"], desired=rec["desired"], operation=None,
-                                 pods=rec["pods"], notes=[], error=refused, stored=False)
+    world.store.record_pod_group(*SPARK_PG, workload=rec.workload, desired=rec.desired(), operation=None,
+                                 pods=list(rec.pods), notes=[], error=refused, stored=False)
     body = client.get("/podgroups").json()
     assert SPARK_PG[1] not in [i["name"] for i in body["items"]]
     [err] = body["errors"]
     assert err["workload"] == {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
                                "name": "etl"}
-    assert err["reason"] == "PodGroupNotWritten" and err["message"] == refused and err["pods"] == rec["pods"]
+    assert err["reason"] == "PodGroupNotWritten" and err["message"] == refused and err["pods"] == list(rec.pods)
     assert client.get("/podgroups", params={"kind": "Job"}).json()["errors"] == []
-    pod = client.get(f"/pods/{SPARK_NS}/{rec['pods'][0]}").json()
+    pod = client.get(f"/pods/{SPARK_NS}/{rec.pods[0]}").json()
     assert pod["outcome"] == "failed" and pod["lastError"]["message"] == refused
     assert pod["lastError"]["reason"] == "PodGroupNotWritten"
     detail = client.get("/podgroups/{}/{}".format(*SPARK_PG)).json()
     assert detail["decision"]["lastError"]["message"] == refused
 
-    world.store.record_pod_group(*SPARK_PG, workload=rec["workload"], desired=rec["desired"], operation=None,
-                                 pods=rec["pods"], notes=[], error=refused, stored=True)
+    world.store.record_pod_group(*SPARK_PG, workload=rec.workload, desired=rec.desired(), operation=None,
+                                 pods=list(rec.pods), notes=[], error=refused, stored=True)
     body = client.get("/podgroups").json()
     assert SPARK_PG[1] in [i["name"] for i in body["items"]] and [e["message"] for e in body["errors"]] == [refused]
 
@@ -352,7 +352,7 @@ def test_podgroup_detail_karta_and_fallback(shared_client: TestClient) -> None:
 
 def test_podgroup_detail_last_error(client: TestClient, world: World) -> None:
     world.store.record_pod_group(*SPARK_PG, workload="SparkApplication.sparkoperator.k8s.io team-b/etl",
-                                 desired=world.store.pod_group(*SPARK_PG)["desired"],  # type: ignore[index]
+                                 desired=world.store.pod_group(*SPARK_PG).desired(),  # type: ignore[union-attr]
                                  operation=None, pods=["etl-driver", "etl-exec-1"], notes=[],
                                  error="PodGroup write failed: 403 Forbidden")
     err = client.get("/podgroups/{}/{}".format(*SPARK_PG)).json()["decision"]["lastError"]

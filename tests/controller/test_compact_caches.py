@@ -2,15 +2,14 @@
 
 - ``grouper.kube.compact``: the multimap behind the indexes (lone member → itself → list → set and back);
 - ``PodShape.slim``: equal by value to the plain slim pod, with what repeats shared among pods;
-- ``DecisionStore``: each record renders exactly the dict ``Decision.to_record()`` gives (plus the
-  controller's fields), whatever is shared underneath; shared parts are reference-counted away;
 - ``WorkloadIndex`` and the informer's indexes: the same answers for one, a few and many members.
+
+The decision store's are in tests/records/test_decision_store.py.
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,35 +17,17 @@ import orjson
 import pytest
 
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
-from grouper.core.decision import Decision
-from grouper.core.lookups import InMemoryLookups
 from grouper.kube.cache import GPUS_FIELD, PodShape, pod_gpus, slim_owner, slim_pod
 from grouper.kube.compact import SMALL, Interner, add_member, discard_member, members
 from grouper.kube.discovery import Resource
 from grouper.kube.informer import Informer
 from grouper.manifests import load_manifests
-from grouper.model.podgroup import OwnerRef, PodGroupMetadata
-from grouper.records.decisions import DecisionStore
-from grouper.runtime.composition import build_grouper
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 def example_objects(*files: str) -> list[dict[str, Any]]:
     return [m.obj for m in load_manifests([EXAMPLES / f for f in files])]
-
-
-def decisions_of(*files: str) -> list[Decision]:
-    objs = example_objects(*files)
-    lookups = InMemoryLookups(objs)
-    grouper = build_grouper()
-    return [grouper.decide(p, lookups) for p in objs if p.get("kind") == "Pod"]
-
-
-def workload_of(d: Decision) -> str:
-    top = d.top_owner
-    return str(WorkloadKey.of_ref(top, d.pod_namespace) if top else WorkloadKey.of_pod(d.pod_namespace, d.pod_name))
 
 
 # ---------------------------------------------------------------------- the multimap
@@ -187,162 +168,6 @@ def test_a_widened_shape_keeps_structured_fields_as_they_are() -> None:
     assert slim_pod(pod)["spec"] == {"schedulerName": "kai-scheduler", "nodeName": "n1"}  # the default shape
 
 
-# ---------------------------------------------------------------------- the decision store
-
-
-@pytest.mark.parametrize(
-    "files",
-    [("jobset-demo.yaml", "jobset-demo-pods.yaml"), ("deployment.yaml",), ("pytorchjob.yaml",), ("bare-pod.yaml",),
-     ("raycluster.yaml",), ("leaderworkerset.yaml",), ("kserve-inferenceservice.yaml",)],
-    ids=lambda f: f[0].removesuffix(".yaml"),
-)
-def test_a_pod_record_renders_exactly_what_the_decision_records(files: tuple[str, ...]) -> None:
-    store = DecisionStore()
-    decisions = decisions_of(*files)
-    assert decisions
-    for d in decisions:
-        store.record_decision(d, workload_of(d))
-    for d in decisions:
-        rec = store.pod(d.pod_namespace, d.pod_name)
-        assert rec is not None
-        assert TIME.match(rec["decidedAt"])
-        want = {**d.to_record(), "workload": workload_of(d), "decidedAt": rec["decidedAt"], "lastError": None,
-                "lastErrorTime": None, "patched": None}
-        if d.outcome == "error":
-            want["lastError"], want["lastErrorTime"] = d.message, rec["decidedAt"]
-        assert rec == want
-        assert list(rec) == list(want)  # the same key order, so the same JSON
-    assert store.pods() == [store.pod(d.pod_namespace, d.pod_name)
-                            for d in sorted(decisions, key=lambda d: (d.pod_namespace, d.pod_name))]
-
-
-def test_pods_of_one_workload_share_one_part_per_distinct_owner_chain_and_release_it() -> None:
-    store = DecisionStore()
-    decisions = decisions_of("jobset-demo.yaml", "jobset-demo-pods.yaml")
-    for d in decisions:
-        store.record_decision(d, workload_of(d))
-    chains = {tuple(r.uid for r in d.owner_chain) for d in decisions}
-    assert store.sizes()["sharedParts"] == len(chains) < len(decisions) + 1
-    for d in decisions:
-        store.record_decision(d, workload_of(d))  # a second reconcile: the same parts again
-        store.record_pod_patched(d.pod_namespace, d.pod_name, "unchanged")
-    assert store.sizes()["sharedParts"] == len(chains)
-    for d in decisions:
-        store.forget_pod(d.pod_namespace, d.pod_name)
-    assert store.sizes() == {"pods": 0, "sharedParts": 0, "podGroups": 0, "workloads": 0}
-
-
-def _decision(name: str, **kw: Any) -> Decision:
-    top = OwnerRef("batch/v1", "Job", "train", "job-uid")
-    md = PodGroupMetadata(name="pg-train-job-uid", namespace="ns", owner=top)
-    md.provenance.update(kw.pop("provenance", {"queue": "label kai.scheduler/queue on Job ns/train"}))
-    return Decision(kw.pop("pod_namespace", "ns"), name, f"uid-{name}", kw.pop("outcome", "grouped"),
-                    kw.pop("reason", "Grouped"), kw.pop("message", "PodGroup pg-train-job-uid"), pod_group=md,
-                    plugin=kw.pop("plugin", "BatchJob"),
-                    owner_chain=kw.pop("owner_chain", [top]), top_owner=kw.pop("top_owner", top), **kw)
-
-
-def test_texts_with_the_placeholder_character_or_per_pod_notes_still_render_as_given() -> None:
-    store = DecisionStore()
-    odd = _decision("a", provenance={"queue": "label q on Job ns/train \x00 (odd)"}, notes=["note on Job ns/train"])
-    other = _decision("b", notes=["note for b only"])
-    for d in (odd, other):
-        store.record_decision(d, "Job.batch ns/train")
-    assert store.pod("ns", "a")["provenance"] == {"queue": "label q on Job ns/train \x00 (odd)"}  # type: ignore[index]
-    assert store.pod("ns", "a")["notes"] == ["note on Job ns/train"]  # type: ignore[index]
-    assert store.pod("ns", "b")["notes"] == ["note for b only"]  # type: ignore[index]
-    assert store.pod("ns", "b")["provenance"] == {"queue": "label kai.scheduler/queue on Job ns/train"}  # type: ignore[index]
-    assert store.sizes()["sharedParts"] == 2
-
-
-def test_each_shared_input_that_differs_from_the_pod_recorded_before_gets_its_own_part() -> None:
-    """The store reuses the last pod's part when nothing of it differs; any one difference must not."""
-    other_top = OwnerRef("batch/v1", "Job", "eval", "job-uid-2")
-    karta = {"definition": "trainjob", "definition_origin": "builtin"}
-    variants: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {  # the pod before, this pod
-        "same": ({}, {}),
-        "provenance": ({}, {"provenance": {"queue": "label kai.scheduler/queue on Pod ns/p"}}),
-        "notes": ({}, {"notes": ["owner chain truncated: forbidden"]}),
-        "chain": ({}, {"owner_chain": [OwnerRef("v1", "Pod", "x", "x-uid"), OwnerRef("batch/v1", "Job", "train", "job-uid")]}),
-        "top": ({}, {"top_owner": other_top}),
-        "plugin": ({}, {"plugin": "Default Grouper"}),
-        "namespace": ({}, {"pod_namespace": "other"}),
-        "definition": ({}, karta),
-        "origin": (karta, {**karta, "definition_origin": "cluster"}),
-        "definition-name": (karta, {**karta, "definition": "mpijob"}),
-    }
-    store = DecisionStore()
-    for _ in range(2):  # a second pass over the same pods: the parts found again, none left over
-        for name, (before, kw) in variants.items():
-            base, variant = _decision("a", **before), _decision(name, **kw)
-            store.record_decision(base, "Job.batch ns/train")  # the pod recorded just before
-            store.record_decision(variant, "Job.batch ns/train")  # differs from it in one input only
-            for d in (base, variant):
-                want, got = d.to_record(), store.pod(d.pod_namespace, d.pod_name)
-                assert got is not None
-                assert {k: got[k] for k in want} == want, name
-    for name in [*variants, "a"]:
-        store.forget_pod("other" if name == "namespace" else "ns", name)
-    assert store.sizes()["sharedParts"] == 0
-    # a part released with its last pod and then wanted again by an equal decision comes back
-    store.record_decision(_decision("p"), "Job.batch ns/train")
-    store.forget_pod("ns", "p")
-    store.record_decision(_decision("q"), "Job.batch ns/train")
-    assert store.sizes()["sharedParts"] == 1
-    assert store.pod("ns", "q")["topOwner"]["name"] == "train"  # type: ignore[index]
-    store.forget_pod("ns", "q")
-    assert store.sizes()["sharedParts"] == 0
-
-
-def test_errors_patches_and_pods_without_a_decision() -> None:
-    store = DecisionStore()
-    store.record_pod_error("ns", "early", "cannot set its PodGroup: 409 Conflict")
-    rec = store.pod("ns", "early")
-    assert rec is not None and rec["pod"] == {"namespace": "ns", "name": "early"}
-    assert rec["lastError"] == "cannot set its PodGroup: 409 Conflict" and TIME.match(rec["lastErrorTime"])
-    assert set(rec) == {"pod", "lastError", "lastErrorTime"}
-
-    store.record_decision(_decision("p"), "Job.batch ns/train")
-    store.record_pod_patched("ns", "p", "patched")
-    rec = store.pod("ns", "p")
-    assert rec is not None and rec["patched"]["result"] == "patched" and TIME.match(rec["patched"]["at"])
-    store.record_pod_error("ns", "p", "boom")
-    store.record_decision(_decision("p"), "Job.batch ns/train")  # a later decision keeps error and patch
-    rec = store.pod("ns", "p")
-    assert rec is not None and rec["lastError"] == "boom" and rec["patched"]["result"] == "patched"
-    assert rec["outcome"] == "grouped" and store.failing_pods() == []
-
-    store.record_decision(_decision("p", outcome="error", reason="OwnerNotFound", message="Job ns/x not found"),
-                          "Job.batch ns/train")
-    failing = store.failing_pods("ns")
-    assert [r["pod"]["name"] for r in failing] == ["p"]
-    assert failing[0]["lastError"] == "Job ns/x not found" and failing[0]["lastErrorTime"] == failing[0]["decidedAt"]
-    assert store.pods_of_group("ns", "pg-train-job-uid") == [store.pod("ns", "p")]
-    store.forget_pod("ns", "p")
-    assert store.pods_of_group("ns", "pg-train-job-uid") == [] and store.failing_pods() == []
-
-
-def test_pod_group_records_render_the_desired_object_and_keep_the_last_write() -> None:
-    store = DecisionStore()
-    desired = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-               "metadata": {"name": "pg", "namespace": "ns", "labels": {"a": "b"}},
-               "spec": {"minMember": 2, "queue": "q", "preemptibility": None, "subGroups": [{"name": "s", "minMember": 1}]}}
-    store.record_pod_group("ns", "pg", workload="Job.batch ns/train", desired=desired, operation="created",
-                           pods=["p1", "p2"], notes=["n"])
-    store.record_pod_group("ns", "pg", workload="Job.batch ns/train", desired=desired, operation="unchanged",
-                           pods=["p1", "p2"], notes=["n"], error="PodGroup ns/pg: write failed: 500")
-    rec = store.pod_group("ns", "pg")
-    assert rec is not None
-    assert rec["desired"] == desired and rec["pods"] == ["p1", "p2"] and rec["notes"] == ["n"]
-    assert rec["lastOperation"] == "unchanged" and TIME.match(rec["lastWriteTime"]) and not rec["ok"]
-    assert rec["lastError"] == "PodGroup ns/pg: write failed: 500" and rec["lastErrorTime"] == rec["reconciledAt"]
-    assert list(rec) == ["namespace", "name", "workload", "desired", "pods", "notes", "lastOperation",
-                         "lastWriteTime", "reconciledAt", "lastError", "lastErrorTime", "ok", "stored", "newestPod"]
-    assert store.pod_groups("ns") == [rec]
-    store.forget_workload("Job.batch ns/train")
-    assert store.pod_groups() == []
-
-
 # ---------------------------------------------------------------------- the workload index
 
 
@@ -476,23 +301,6 @@ async def test_an_update_takes_over_the_cached_strings_so_no_copies_pile_up() ->
     assert inf.by_index("pg", "pg-1") == [] and inf.by_index("pg", "pg-2") == [now] and len(inf) == 1
 
 
-@pytest.mark.parametrize(
-    ("message", "sub_group"),
-    [
-        ("PodGroup pg-train-job-uid, sub-group worker", "worker"),
-        ("PodGroup pg-train-job-uid, sub-group Group", "Group"),  # the sub-group inside the fixed text
-        ("PodGroup pg-train-job-uid, sub-group pg-train-job-uid-x", "pg-train-job-uid-x"),
-        ("odd \x01 text about pg-train-job-uid", "w"),  # holds a placeholder: kept as it is
-        ("", None),
-    ],
-)
-def test_messages_render_as_given_whatever_they_name(message: str, sub_group: str | None) -> None:
-    store = DecisionStore()
-    store.record_decision(_decision("a", message=message, sub_group=sub_group), "Job.batch ns/train")
-    rec = store.pod("ns", "a")
-    assert rec is not None and rec["message"] == message and rec["subGroup"] == sub_group
-
-
 def test_the_sibling_table_stays_small() -> None:
     shape = PodShape()
     for i in range(shape.sharing.max_owners + 50):
@@ -523,33 +331,3 @@ def test_informer_index_holds_names_for_namespace_keyed_values_and_keys_otherwis
     assert names("shared") == [("a", "p1"), ("ab", "p1")]
     inf._index_remove(("a", "p2"), objs[("a", "p2")])
     assert names("a/g") == [("a", "p1")] and names("ab/g") == [("ab", "p1")]
-
-
-def test_a_refused_write_makes_the_pod_records_failed_until_it_succeeds() -> None:
-    """A grouped pod whose PodGroup the API server refused, or whose own patch it refused, is not grouped:
-    its record says ``failed`` with the server's message (it said ``grouped``, ``lastError: None``)."""
-    store = DecisionStore()
-    for name in ("p", "q"):
-        store.record_decision(_decision(name), "Job.batch ns/train")
-    refused = "PodGroup ns/pg-train-job-uid: write failed: 422 Invalid: metadata.annotations: Too long"
-    store.record_pod_group("ns", "pg-train-job-uid", workload="Job.batch ns/train", desired={}, operation=None,
-                           pods=["p", "q"], notes=[], error=refused, stored=False)
-    for rec in (store.pod("ns", "p"), *store.pods("ns"), *store.pods_of_group("ns", "pg-train-job-uid")):
-        assert rec is not None and rec["outcome"] == "failed" and rec["reason"] == "PodGroupNotWritten"
-        assert rec["message"] == rec["lastError"] == refused and TIME.match(rec["lastErrorTime"])
-        assert rec["podGroup"] == "pg-train-job-uid"  # what it would belong to
-    pg = store.pod_group("ns", "pg-train-job-uid")
-    assert pg is not None and not pg["ok"] and not pg["stored"]
-    store.record_pod_group("ns", "pg-train-job-uid", workload="Job.batch ns/train", desired={}, operation="created",
-                           pods=["p", "q"], notes=[])
-    assert [r["outcome"] for r in store.pods("ns")] == ["grouped", "grouped"]
-    assert store.pod_group("ns", "pg-train-job-uid")["stored"]  # type: ignore[index]
-
-    store.record_pod_patch_failed("ns", "p", "Pod ns/p: cannot set its PodGroup: 422 Invalid: denied")
-    rec = store.pod("ns", "p")
-    assert rec is not None and (rec["outcome"], rec["reason"]) == ("failed", "PodNotMarked")
-    assert rec["lastError"] == "Pod ns/p: cannot set its PodGroup: 422 Invalid: denied"
-    assert [r["pod"]["name"] for r in store.failing_pods("ns")] == ["p"]
-    assert store.unpatched_record("ns", "p")  # looked at again even when it needs no patch any more
-    store.record_pod_patched("ns", "p", "patched")
-    assert store.pod("ns", "p")["outcome"] == "grouped" and store.failing_pods() == []  # type: ignore[index]

@@ -134,7 +134,7 @@ def test_a_pass_ends_with_its_patches_in_flight_and_they_land_after(bench: Bench
     bench.client.hold.set()
     bench.run(bench.landed())
     assert set(bench.marks().values()) == {pg} and sorted(bench.client.patches) == ["train-0", "train-1", "train-2"]
-    assert [r["patched"]["result"] for r in bench.ctl.store.pods(NS)] == ["patched"] * 3
+    assert [r.patched.result if r.patched else None for r in bench.ctl.store.pods(NS)] == ["patched"] * 3
 
 
 def test_a_second_pass_writes_nothing_and_decides_nothing(bench: Bench) -> None:
@@ -155,7 +155,7 @@ def test_a_patch_failing_after_its_pass_is_reported_and_retried_with_back_off(be
     assert bench.run(bench.ctl.reconciler.reconcile(WL)).status == "ok"
     bench.run(bench.landed())
     rec = bench.ctl.store.pod(NS, "train-1")
-    assert rec is not None and rec["outcome"] == "failed" and "etcd is sad" in rec["message"]
+    assert rec is not None and rec.outcome == "failed" and "etcd is sad" in rec.message
     assert bench.retried == [WL], "the first failure queues the workload after its back-off"
     assert bench.ctl.metrics.registry.get_sample_value(
         "podgrouper_write_failures_total", {"resource": "pods", "reason": "ServerError", "retry": "retryable"}) == 1
@@ -172,7 +172,7 @@ def test_a_patch_failing_after_its_pass_is_reported_and_retried_with_back_off(be
     assert bench.marks() == {"train-0": f"pg-train-{o.uid(job)}", "train-1": f"pg-train-{o.uid(job)}"}
     assert bench.run(bench.ctl.reconciler.reconcile(WL)).status == "ok"
     rec = bench.ctl.store.pod(NS, "train-1")
-    assert rec is not None and rec["outcome"] == "grouped" and rec["patched"]["result"] == "patched"
+    assert rec is not None and rec.outcome == "grouped" and rec.patched is not None and rec.patched.result == "patched"
 
 
 def test_a_terminal_patch_failure_waits_for_a_change(bench: Bench) -> None:
@@ -180,7 +180,7 @@ def test_a_terminal_patch_failure_waits_for_a_change(bench: Bench) -> None:
     bench.client.fail["train-0"] = ApiError(422, "Invalid", "no", method="PATCH", path="p")
     bench.run(bench.ctl.reconciler.reconcile(WL))
     bench.run(bench.landed())
-    assert bench.retried == [] and bench.ctl.store.workload(str(WL))["result"] == "failed"
+    assert bench.retried == [] and bench.ctl.store.workload(str(WL)).result == "failed"  # type: ignore[union-attr]
 
 
 def test_a_replaced_podgroup_goes_once_the_patches_moving_its_pods_away_have_landed(bench: Bench) -> None:

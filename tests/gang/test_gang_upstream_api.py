@@ -197,12 +197,12 @@ def test_pods_of_one_gang_with_different_priorities_are_reported_once(
 
         def warned() -> bool:
             rec = g.store.pod_group(ns, name)
-            return rec is not None and len(rec["pods"]) == 3 and any("different priorities" in n for n in rec["notes"])
+            return rec is not None and len(rec.pods) == 3 and any("different priorities" in n for n in rec.notes)
 
         wait_until(warned, 30, what="the mixed-priority warning in the decision record")
         g.wait_idle()
         rec = g.store.pod_group(ns, name)
-        (note,) = [n for n in rec["notes"] if "different priorities" in n]
+        (note,) = [n for n in rec.notes if "different priorities" in n]
         assert "gang-low: 2 pod(s) (mixed-worker-0, mixed-worker-1)" in note, note
         assert "gang-high: 1 pod(s) (mixed-master-0)" in note, note
         # reconciled again (a pod changes): the same cause is not reported twice
@@ -309,11 +309,11 @@ def test_no_version_serving_both_kinds_is_an_error_in_the_record_and_nothing_is_
 
             def failed() -> dict[str, Any] | None:
                 rec = g.store.pod_group(ns, name)
-                return rec if rec is not None and rec.get("lastError") else None
+                return rec if rec is not None and rec.last_error else None
 
             rec = wait_until(failed, 60, what="the PodGroup's error in the decision record")
-            assert "scheduling.k8s.io/v1beta1 serves Workload but not PodGroup" in rec["lastError"], rec
-            assert "refused rather than mixing versions" in rec["lastError"], rec
+            assert "scheduling.k8s.io/v1beta1 serves Workload but not PodGroup" in rec.last_error, rec
+            assert "refused rather than mixing versions" in rec.last_error, rec
             assert g.metrics.value("podgrouper_upstream_refused_versions", {"version": "v1beta1"}) == 1
             assert k.list(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/workloads") == []
 

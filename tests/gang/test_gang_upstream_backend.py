@@ -80,8 +80,8 @@ def test_a_job_becomes_a_workload_and_a_gang_pod_group(
     assert skube.list(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups") == []  # no KAI PodGroup
     assert upstream.requests("patch", "pods") == 0  # pods join at admission, never patched
     rec = upstream.store.pod_group(ns, name)
-    assert rec is not None and rec["ok"]
-    notes = "\n".join(rec["notes"])
+    assert rec is not None and rec.ok
+    notes = "\n".join(rec.notes)
     assert "queue" in notes and "not carried" in notes  # KAI's default queue has no upstream field
     assert "3 pod(s) joined no PodGroup" in notes  # created without the webhook
 
@@ -134,7 +134,7 @@ def test_pods_already_in_their_controllers_pod_group_are_left_alone(
     upstream.wait_idle()
     for i in range(2):  # each pod's decision steps aside (grouper.core.step_aside), naming the field
         rec = upstream.store.pod(ns, f"own-{i}")
-        assert rec is not None and (rec["outcome"], rec["reason"]) == ("skipped", "GroupedByController")
-        assert "spec.schedulingGroup.podGroupName=theirs" in rec["message"]
+        assert rec is not None and (rec.outcome, rec.reason) == ("skipped", "GroupedByController")
+        assert "spec.schedulingGroup.podGroupName=theirs" in rec.message
     assert skube.list(f"/apis/{SCHED}/namespaces/{ns}/workloads") == []
     assert skube.list(f"/apis/{SCHED}/namespaces/{ns}/podgroups") == []

@@ -102,8 +102,8 @@ def test_upstream_backend_steps_aside_for_the_job_controllers_gang(
         g.wait_idle()
         for n in names:
             rec = g.store.pod(ns, n)
-            assert (rec["outcome"], rec["reason"]) == ("skipped", "GroupedByController"), rec
-            assert f"Job {ns}/gang sets spec.scheduling" in rec["message"]
+            assert (rec.outcome, rec.reason) == ("skipped", "GroupedByController"), rec
+            assert f"Job {ns}/gang sets spec.scheduling" in rec.message
         assert stepped_aside(g) >= 2
         # what `grouper explain --server` prints from the running grouper's /pods record
         assert main(["explain", names[0], "-n", ns, "--server", f"http://127.0.0.1:{g.service.http_port}"]) == 0
@@ -133,6 +133,6 @@ def test_kai_backend_still_writes_the_kai_podgroup_and_notes_the_upstream_gang(
         wait_until(lambda: jkube.exists(path), 30, what="the KAI PodGroup")
         g.wait_idle()
         rec = g.store.pod(ns, pods[0]["metadata"]["name"])
-        assert (rec["outcome"], rec["podGroup"]) == ("grouped", name), rec
-        assert any("also in an upstream group" in n and "KAI's scheduler does not read" in n for n in rec["notes"])
+        assert (rec.outcome, rec.pod_group) == ("grouped", name), rec
+        assert any("also in an upstream group" in n and "KAI's scheduler does not read" in n for n in rec.part.notes)  # type: ignore[union-attr]
         assert stepped_aside(g) == 0

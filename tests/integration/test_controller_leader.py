@@ -103,8 +103,8 @@ def test_a_replica_waiting_out_a_crashed_leaders_lease_decides_meanwhile_and_the
         pg_name = ""
         for p in pods(kube, ns, "job-name=orphaned"):
             rec = b.store.pod(ns, p["metadata"]["name"])
-            assert rec is not None and rec["outcome"] == "grouped", rec  # /podgroups explains them already
-            pg_name = rec["podGroup"]
+            assert rec is not None and rec.outcome == "grouped", rec  # /podgroups explains them already
+            pg_name = rec.pod_group
         assert not pod_groups(kube, ns) and annotated(kube, ns, 3, "job-name=orphaned") is None
 
         wait_until(lambda: b.service.leader.is_leader(), 25, what="the successor leads once the lease ran out")

@@ -94,7 +94,7 @@ def test_after_a_restart_a_new_workload_goes_before_the_re_checks(cluster: Any, 
         wait_until(lambda: annotated(kube, ns, len(old) + 1), 60, what="the new Job's pod grouped")
         g.wait_idle(settle=0.5)
         assert g.controller is not None
-        decided = {r["pod"]["name"].rsplit("-", 1)[0]: r["decidedAt"] for r in g.controller.store.pods(ns)}
+        decided = {r.name.rsplit("-", 1)[0]: r.decided_at or 0.0 for r in g.controller.store.pods(ns)}
         writes = g.writes(("pods",))
     assert set(decided) == {*old, "fresh"}
     later = [n for n in old if decided[n] > decided["fresh"]]

@@ -58,7 +58,7 @@ def test_batch_job_gets_one_podgroup_and_annotated_pods(
     assert grouper.requests("update", "podgroups") == 0
     assert grouper.requests("patch", "pods") == 3
     rec = grouper.store.pod_group(ns, name)
-    assert rec is not None and rec["ok"] and sorted(rec["pods"]) == sorted(p["metadata"]["name"] for p in ps)
+    assert rec is not None and rec.ok and sorted(rec.pods) == sorted(p["metadata"]["name"] for p in ps)
     lat = grouper.metrics.value("podgrouper_pod_grouped_latency_seconds_count")
     print(
         f"\n[measure] Job with 3 pods: all annotated {elapsed:.2f}s after the Job was created; "
@@ -298,7 +298,7 @@ def test_failing_workload_reports_events_and_does_not_block_others(
     assert grouper.metrics.value("podgrouper_decision_errors_total", {"reason": "InvalidWorkload"}) == errors >= 2
     events = warning_events(kube, ns, "broken")
     assert len(events) == 1, [e["message"] for e in events]
-    assert grouper.store.pod(ns, broken_pods[0]["metadata"]["name"])["lastError"]
+    assert grouper.store.pod(ns, broken_pods[0]["metadata"]["name"]).last_error  # type: ignore[union-attr]
 
     # fixing the workload is picked up from the Job event alone
     kube.patch(

@@ -166,10 +166,10 @@ def test_deleting_a_karta_holds_running_gangs(kube: Kube, cluster: Any, scoped: 
             assert message.endswith("kept until the workload changes")
             assert {p["metadata"]["annotations"][ANNOTATION] for p in pods(kube, ns, "example.com/batchling=sim-sweep")} == {gang}
             rec = grouper.store.pod(ns, "sim-sweep-worker-0")
-            assert rec is not None and rec["reason"] == "Held" and rec["podGroup"] == gang
-            assert message in rec["message"]
+            assert rec is not None and rec.reason == "Held" and rec.pod_group == gang
+            assert message in rec.message
             pg_rec = grouper.store.pod_group(ns, gang)
-            assert pg_rec is not None and pg_rec["lastOperation"] == "held" and pg_rec["notes"] == [message]
+            assert pg_rec is not None and pg_rec.last_operation == "held" and pg_rec.notes == (message,)
             detail = httpx.get(f"http://127.0.0.1:{grouper.service.http_port}/podgroups/{ns}/{gang}").json()
             assert message in detail["decision"]["notes"] and detail["podGroup"]["spec"] == before["spec"]
             code, text, _ = run_cli(capsys, "explain", "sim-sweep-worker-0", "-n", ns,
@@ -195,7 +195,7 @@ def test_deleting_a_karta_holds_running_gangs(kube: Kube, cluster: Any, scoped: 
             assert len(gang_held_events(kube, ns, "sim-sweep")) == 1
             assert len(karta_events_of(kube, gang)) == 1
             rec = grouper.store.pod(ns, "sim-sweep-worker-0")
-            assert rec is not None and rec["reason"] == "Held"
+            assert rec is not None and rec.reason == "Held"
 
             # the workload changes (scaled: a new generation): the rule in force now applies
             kube.patch(f"/apis/example.com/v1/namespaces/{ns}/batchlings/sim-sweep", {"spec": {"workers": {"replicas": 5}}})

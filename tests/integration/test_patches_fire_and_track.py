@@ -121,7 +121,7 @@ def test_new_pods_are_patched_while_the_first_pass_still_waits_for_its_patches(
         assert set(final.values()) == {f"pg-serve-{uid}-group-0"}
         assert sorted(held.sent) == sorted(final), "one patch per pod: no pass patched a pod on its way again"
         [record] = g.store.workloads()
-        assert record["result"] == "ok" and record["pods"] == FIRST + LATER
+        assert record.result == "ok" and record.pods == FIRST + LATER
 
 
 def test_a_patch_that_fails_after_its_pass_ended_is_reported_and_retried(cluster: Any, kube: Kube, namespace: str) -> None:

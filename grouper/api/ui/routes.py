@@ -91,11 +91,12 @@ def add_ui(app: FastAPI, views: Views, state: StateReader,
         items = [w for w in views.workload_list(namespace or None) if shown is None or w.namespace in shown]
         matches, _ = visible_podgroups(views, ListFilters(namespace or None), shown)
         queues: dict[tuple[str, str, str], set[str]] = {}
-        for rec, desired, pod_recs in matches:  # the PodGroups' queues, for workloads without a gang state yet
-            queue = (desired.get("spec") or {}).get("queue")
+        for rec in matches:  # the PodGroups' queues, for workloads without a gang state yet
+            desired = rec.desired()
+            queue = (desired.get("spec") or {}).get("queue") if isinstance(desired, dict) else None
             if queue:
-                wl = views._workload_ref(desired, pod_recs)
-                queues.setdefault((str(rec.get("namespace") or ""), wl.kind, wl.name), set()).add(str(queue))
+                wl = views.workload_ref(rec, desired)
+                queues.setdefault((rec.namespace, wl.kind, wl.name), set()).add(str(queue))
         return _fragment(pages.workloads(items, queues))
 
     @app.get("/ui/fragments/workloads/{namespace}/{kind}/{name}", include_in_schema=False)
