@@ -32,10 +32,10 @@ from grouper.core.decision import Decision
 from grouper.core.gang_state import parse_time
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.hold import Held
-from grouper.core.owner_chain import SharedChains
 from grouper.core.satisfiable import plan_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
+from grouper.core.workload_context import WorkloadContext
 from grouper.core.workload_plan import PlannedGroup, WorkloadPlan, assemble, to_decide, update
 from grouper.kube.cache import (
     POD,
@@ -352,39 +352,42 @@ class Reconciler:
         return plan
 
     async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
-        """Decide each pod; the returned lookups hold what all the decisions read together."""
+        """Decide each pod in one workload context (:mod:`grouper.core.workload_context`: the owner chain
+        walked once, the plugin's per-workload part computed once); the returned lookups hold what all the
+        decisions read together. The context lives while the cache cannot change under it: a pass that
+        yields to the event loop starts a new one."""
         seen = self.cache.lookups()
-        chains = SharedChains()  # the workload's pods mostly have one owner: walk its chain once
+        step = self.tuning.decide_chunk
         if pods and self._sandboxed(wl):
             # A Karta's jq runs in a worker process and may take up to its query timeout (a hostile
             # cluster definition, a slow one from --definitions): wait for it off the event loop so no
             # other workload, watch or probe stalls. Cache reads from the thread are plain dict lookups,
-            # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run.
+            # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run (the Karta
+            # plugin's per-workload part), in a context of its own: the event loop runs on meanwhile.
             def decide_all() -> list[tuple[Obj, Decision]]:
                 out: list[tuple[Obj, Decision]] = []
-                step = self.tuning.decide_chunk
                 for i in range(0, len(pods), step):
                     chunk = pods[i : i + step]
-                    self.grouper.prefetch(chunk, self.cache.lookups())
-                    chains.clear()  # the event loop runs on meanwhile: the cache may have changed
-                    out.extend((pod, self._decide_one(pod, seen, chains)) for pod in chunk)
+                    workload = WorkloadContext(chunk)
+                    out.extend((pod, self._decide_one(pod, seen, workload)) for pod in chunk)
                 return out
 
             return await asyncio.to_thread(decide_all), seen
         out = []
-        coop = Cooperative(self.tuning.decide_chunk)  # a huge workload must not starve the workers and watches
+        workload = WorkloadContext()  # (no pods to prepare for together: a batch run is the sandboxed path's)
+        coop = Cooperative(step)  # a huge workload must not starve the workers and watches
         for pod in pods:
-            out.append((pod, self._decide_one(pod, seen, chains)))
+            out.append((pod, self._decide_one(pod, seen, workload)))
             if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
-                chains.clear()
+                workload = WorkloadContext()
         return out, seen
 
-    def _decide_one(self, pod: Obj, seen: CacheLookups, chains: SharedChains | None = None) -> Decision:
+    def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext) -> Decision:
         """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
         find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
         re-queues the workload without discarding the decisions its other pods already have (``Absent.retry``)."""
         lookups = self.cache.lookups()
-        d = self.grouper.decide(pod, lookups, chains)  # a shared chain's reads are the first sibling's, in seen
+        d = self.grouper.decide(pod, lookups, workload)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused
         seen.listed_pods = seen.listed_pods or lookups.listed_pods

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from grouper.core.config import GroupingConfig
 from grouper.core.lookups import Lookups
+from grouper.core.workload_context import Preparing, WorkloadContext
 from grouper.model.objects import GVK, Obj
 from grouper.model.podgroup import PodGroupMetadata
 
@@ -20,6 +21,8 @@ class GroupingContext:
     ``top_owner`` is the full top-owner object (the pod itself for a bare pod).
     ``plugin_for`` picks a plugin for a GVK through the whole hub (exact, wildcard version, Karta,
     default); the skip-top-owner plugin uses it to delegate to the kind below the skipped owner.
+    ``workload``: the pass's :class:`~grouper.core.workload_context.WorkloadContext` (one of its own when
+    the pod is decided alone).
     """
 
     pod: Obj
@@ -28,11 +31,16 @@ class GroupingContext:
     lookups: Lookups
     config: GroupingConfig = field(default_factory=GroupingConfig)
     plugin_for: Callable[[GVK], Plugin | None] | None = None
+    workload: WorkloadContext = field(default_factory=WorkloadContext)
 
     def replace(self, **changes: object) -> GroupingContext:
         from dataclasses import replace
 
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def prepared(self, plugin: Preparing) -> Any:
+        """``plugin``'s per-workload part for this pod's top owner, computed once per pass."""
+        return self.workload.prepared(plugin, self.top_owner)
 
 
 class Plugin(Protocol):
@@ -46,11 +54,3 @@ class Plugin(Protocol):
     name: str
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None: ...
-
-
-@runtime_checkable
-class Prefetching(Protocol):
-    """A plugin that can prepare, in one go, what deciding many pods of one workload will compute per
-    pod (the Karta plugin: one sandbox run for a pass's pods). Optional; it changes no decision."""
-
-    def prefetch(self, pods: Sequence[Obj], top_owner: Obj) -> None: ...

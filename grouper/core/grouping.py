@@ -8,18 +8,16 @@ The same ``Grouper.decide`` runs in the controller (cache-backed lookups), in ``
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from grouper.core.config import GroupingConfig
-from grouper.core.context import GroupingContext, Prefetching
+from grouper.core.context import GroupingContext
 from grouper.core.decision import Decision
 from grouper.core.hold import stamp
 from grouper.core.hub import PluginHub
 from grouper.core.lookups import Lookups
 from grouper.core.naming import shorten_name
 from grouper.core.nodepool import apply_nodepool_label
-from grouper.core.owner_chain import SharedChains, resolve_owners
 from grouper.core.step_aside import (
     SKIP_ANNOTATION,
     SKIP_REASON,
@@ -30,7 +28,7 @@ from grouper.core.step_aside import (
     marked,
     skip_marker,
 )
-from grouper.core.validation import validate_pod_group
+from grouper.core.workload_context import WorkloadContext
 from grouper.model import objects as o
 from grouper.model.errors import GroupingError, InvalidPodGroup, InvalidWorkload
 from grouper.model.objects import GVK, Obj
@@ -77,12 +75,14 @@ class Grouper:
     def definitions(self) -> DefinitionRegistry | None:
         return self.hub.definitions
 
-    def decide(self, pod: Obj, lookups: Lookups, chains: SharedChains | None = None) -> Decision:
-        """``chains``: owner chains to share with the pod's siblings decided on the same lookups."""
+    def decide(self, pod: Obj, lookups: Lookups, workload: WorkloadContext | None = None) -> Decision:
+        """``workload``: the context of the planning pass the pod is decided in (its owner chains, plugins'
+        per-workload parts and PodGroup checks are shared with the pass's other pods); None: the pod is
+        decided alone, in a context of its own."""
         pod = o.with_pod_typemeta(pod)
         decision = Decision(o.namespace(pod), o.name(pod), o.uid(pod), "skipped", "")
         try:
-            self._decide(pod, lookups, decision, chains)
+            self._decide(pod, lookups, decision, workload if workload is not None else WorkloadContext((pod,)))
         except GroupingError as exc:
             decision.outcome, decision.reason, decision.message = "error", exc.reason, str(exc)
             decision.retryable = exc.retryable
@@ -92,21 +92,7 @@ class Grouper:
             decision.message = f"Pod {decision.pod_key}: internal error in plugin {decision.plugin}: {exc!r}"
         return decision
 
-    def prefetch(self, pods: Sequence[Obj], lookups: Lookups) -> None:
-        """Let the plugin of the first pod's workload prepare for deciding all of ``pods`` (pods of one
-        workload) at once. Best effort and changes no decision: any problem is left to ``decide``,
-        which reports it. ``lookups``: a throwaway view (what it reads is no decision's dependency)."""
-        if not pods:
-            return
-        try:
-            chain = resolve_owners(pods[0], lookups)
-            plugin = self.hub.select(GVK.of(chain.top_owner)).plugin
-            if isinstance(plugin, Prefetching):
-                plugin.prefetch([o.with_pod_typemeta(p) for p in pods], chain.top_owner)
-        except Exception:
-            log.debug("prefetch for %s failed", o.name(pods[0]), exc_info=True)
-
-    def _decide(self, pod: Obj, lookups: Lookups, d: Decision, chains: SharedChains | None) -> None:
+    def _decide(self, pod: Obj, lookups: Lookups, d: Decision, workload: WorkloadContext) -> None:
         scheduler = o.dig(pod, "spec", "schedulerName") or "default-scheduler"
         if scheduler != self.config.scheduler_name:
             d.reason, d.message = "OtherScheduler", f"spec.schedulerName is {scheduler!r}"
@@ -122,7 +108,7 @@ class Grouper:
         # decision: the check is made below, once we know the name we would give it.
         external = "" if o.owner_references(pod) else o.annotations(pod).get(POD_GROUP_ANNOTATION, "")
         try:
-            chain = resolve_owners(pod, lookups) if chains is None else chains.resolve(pod, lookups)
+            chain = workload.chain(pod, lookups)
         except GroupingError as exc:
             if o.meta(pod).get("deletionTimestamp"):
                 # KAI returns success here but still emits a warning (§8 item 2); we skip quietly.
@@ -161,6 +147,7 @@ class Grouper:
             lookups=lookups,
             config=self.config,
             plugin_for=self.hub.plugin_for,
+            workload=workload,
         )
         try:
             md = selection.plugin.metadata(ctx)
@@ -194,7 +181,7 @@ class Grouper:
                 _step_aside(d, found)
                 return
             d.notes.append(kai_note(found))
-        errors = validate_pod_group(md)
+        errors = workload.validate(md)
         if errors:
             raise InvalidPodGroup("; ".join(errors))
         d.pod_group = md

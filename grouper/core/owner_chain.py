@@ -136,32 +136,6 @@ def resolve_owners(pod: Obj, lookups: Lookups) -> OwnerChain:
     return OwnerChain(owners, owners[-1] if owners else pod, notes=notes)
 
 
-class SharedChains:
-    """Owner chains walked once for the pods of one owner: a pod with a single owner reference has the
-    chain of that owner, whatever the pod's own fields, so its siblings reuse it. Only chains walked to
-    the end are kept (a truncated walk, an error, a multi-owner pod's notes are the pod's own). Valid for
-    one unchanged cache: the caller drops it (:meth:`clear`) whenever the cache may have moved on."""
-
-    __slots__ = ("_chains",)
-
-    def __init__(self) -> None:
-        self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
-
-    def resolve(self, pod: Obj, lookups: Lookups) -> OwnerChain:
-        key = owner_key(pod)
-        if key is None or len(o.owner_references(pod)) != 1:  # several: the walk's notes name the pod
-            return resolve_owners(pod, lookups)
-        chain = self._chains.get(key)
-        if chain is None:
-            chain = resolve_owners(pod, lookups)
-            if chain.truncated is None and chain.owners:
-                self._chains[key] = chain
-        return chain
-
-    def clear(self) -> None:
-        self._chains.clear()
-
-
 def owner_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
     """What a pod's owner walk depends on besides the cache: its namespace and its controlling reference
     (uid, name, kind, apiVersion). None for a pod without one, with a malformed one or one without a uid,

@@ -13,6 +13,7 @@ unwritten PodGroup, the gate), and its pods' places follow.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from grouper.core.decision import Decision
 from grouper.core.grouping import Grouper
 from grouper.core.lookups import InMemoryLookups
 from grouper.core.satisfiable import plan_reasons
+from grouper.core.workload_context import WorkloadContext
 from grouper.core.workload_group import GroupRender, render_kai
 from grouper.core.workload_group_members import GroupKey, collect
 from grouper.core.workload_plan import PlannedGroup, plan_workload
@@ -106,7 +108,10 @@ def plan(objects: list[Obj], grouper: Grouper, config: GroupingConfig | None = N
         by_ns.setdefault(o.namespace(pod), []).append(pod)
     result = PlanResult()
     for ns in sorted(by_ns):  # PodGroup names are unique per namespace: one merge each
-        planned = plan_workload(by_ns[ns], lambda pod: grouper.decide(pod, lookups), namespace=ns)
+        # one pass over the namespace's pods: owner chains, plugins' per-workload parts and PodGroup checks
+        # shared (pods of several workloads: none given to prepare for together)
+        planned = plan_workload(by_ns[ns], functools.partial(grouper.decide, lookups=lookups, workload=WorkloadContext()),
+                                namespace=ns)
         result.pod_groups.extend(planned.groups)
         result.decisions.extend(d for _, d in planned.decided)
     compose_groups(result, objects, lookups)

@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Any
 
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain
-from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import shown
 from grouper.model.podgroup import PodGroupMetadata
 
@@ -22,14 +21,10 @@ LABEL_VALUE_MAX = 63  # sub-group names travel as the kai.scheduler/subgroup-nam
 INT32_MAX = 2**31 - 1  # minMember and minSubGroup are int32 in the API
 
 
-# Every pod of a workload is decided alone, so the same PodGroup is validated once per pod: a JobSet of
-# 125 replicas has 126 sub-groups, ~0.6 ms to check each time. The rules read only the fields in
-# ``_key``, so their answer is kept by that key (pure; cleared when full, so never unbounded; a plain
-# dict because Karta decisions run in worker threads).
-_MEMO: BoundedMemo[tuple[Any, ...], tuple[str, ...]] = BoundedMemo(512)
-
-
-def _key(md: PodGroupMetadata) -> tuple[Any, ...]:
+def pod_group_key(md: PodGroupMetadata) -> tuple[Any, ...]:
+    """What the rules read of a PodGroup: equal keys, equal answers (the workload context checks each distinct
+    PodGroup of a pass once: every pod of a workload sees the same one). Raises TypeError for a field of an
+    unhashable type when hashed."""
     return (
         md.namespace, md.name, md.queue, md.min_member, md.min_sub_group,
         tuple((sg.name, sg.parent, sg.min_member, sg.min_sub_group) for sg in md.sub_groups),
@@ -38,17 +33,6 @@ def _key(md: PodGroupMetadata) -> tuple[Any, ...]:
 
 def validate_pod_group(md: PodGroupMetadata) -> list[str]:
     """Errors (empty when valid). Messages name the PodGroup and the offending field."""
-    key = _key(md)
-    try:
-        known = _MEMO.get(key)
-    except TypeError:  # a field of an unhashable type (a hostile definition's output): checked alone
-        return _validate(md)
-    if known is None:
-        known = _MEMO.put(key, tuple(_validate(md)))
-    return list(known)
-
-
-def _validate(md: PodGroupMetadata) -> list[str]:
     errors: list[str] = []
     where = f"PodGroup {md.namespace}/{md.name}"
     if not is_subdomain(md.name):

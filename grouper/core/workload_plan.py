@@ -214,15 +214,7 @@ def assemble(
     fresh_by_name: dict[str, Decision] = {}
     if decided:
         views = {k.view.name: k.view for k in held.values() if k.view is not None}
-        for pod, d in decided:
-            name = o.name(pod)
-            fresh_by_name[name] = d
-            k = keep(pod, d, views)
-            if k is None:
-                failed.add(name)
-                kept.pop(name, None)
-            else:
-                kept[name] = k
+        fresh_by_name = _keep_fresh(decided, views, kept, failed)
     # in name order: the order of ``pods``, kept and fresh entries interleaved as they come
     entries = [(n, kept[n]) for n in by_name if n in kept]
     groups, placement = merge(namespace, entries)
@@ -239,6 +231,25 @@ def assemble(
         workload_ref,
         sources,
     )
+
+
+def _keep_fresh(
+    decided: list[tuple[Obj, Decision]], views: dict[str, PodGroupMetadata], kept: dict[str, Kept], failed: set[str]
+) -> dict[str, Decision]:
+    """Put the fresh decisions into ``kept`` (by pod name; ``views``: see :func:`keep`), those that failed into
+    ``failed`` instead — a failed pod's earlier decision leaves ``kept`` (it is made again next time). The
+    fresh decisions by pod name."""
+    fresh_by_name: dict[str, Decision] = {}
+    for pod, d in decided:
+        name = o.name(pod)
+        fresh_by_name[name] = d
+        k = keep(pod, d, views)
+        if k is None:
+            failed.add(name)
+            kept.pop(name, None)
+        else:
+            kept[name] = k
+    return fresh_by_name
 
 
 def _firsts(names: Iterable[str], kept: Mapping[str, Kept], fresh: Mapping[str, Decision]) -> tuple[str, OwnerRef | None, tuple[str, str]]:
@@ -290,16 +301,8 @@ def update(
         live.pop(name, None)
         placement.pop(name, None)
     views = {g.metadata.name: k.view for g in last.groups if (k := last.kept.get(g.newest)) is not None and k.view is not None}
-    fresh_by_name: dict[str, Decision] = {}
     kept.update(held)
-    for pod, d in decided:
-        name = o.name(pod)
-        fresh_by_name[name] = d
-        k = keep(pod, d, views)
-        if k is None:
-            failed.add(name)
-        else:
-            kept[name] = k
+    fresh_by_name = _keep_fresh(decided, views, kept, failed)
     merged: set[str] = set()  # PodGroups a looked-at pod joins, leaves, or changes its entry in
     left: set[str] = set()  # those a looked-at pod leaves or changes its entry in
     joining: dict[str, list[str]] = {}  # PodGroup -> its looked-at pods

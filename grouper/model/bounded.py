@@ -1,10 +1,10 @@
 """The one bound for memos of derived values: a table that forgets everything when it is full.
 
-Every memo in the grouper (parsed GVKs, rendered timestamps, validation results, a JobSet's sub-groups,
-interned strings, encoded header lines ...) maps a key to something that can always be recomputed, so a
-miss costs only the recompute. Starting over when full is cheaper than recency tracking (an LRU's
-bookkeeping costs more on every hit than the rare refill) and keeps memory bounded whatever the input:
-a hostile stream of distinct keys only restarts the table.
+Every memo in the grouper (parsed GVKs, rendered timestamps, interned strings, encoded header lines ...)
+maps a key to something that can always be recomputed, so a miss costs only the recompute. Starting over
+when full is cheaper than recency tracking (an LRU's bookkeeping costs more on every hit than the rare
+refill) and keeps memory bounded whatever the input: a hostile stream of distinct keys only restarts the
+table.
 """
 
 from __future__ import annotations

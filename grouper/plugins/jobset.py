@@ -33,13 +33,11 @@ Choices where KAI is loose:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from grouper.core.context import GroupingContext
-from grouper.model.bounded import BoundedMemo
 from grouper.model.errors import GroupingError, InvalidWorkload, LookupForbidden
 from grouper.model.objects import Obj, describe, dig, name, namespace, uid
 from grouper.model.podgroup import (
@@ -96,11 +94,19 @@ class JobSetGrouper:
         md.min_member = None
         md.min_sub_group, md.provenance["minSubGroup"] = _root_min_sub_group(js, len(rjobs))
         md.provenance["minMember"] = "not set: the root uses minSubGroup"
-        md.sub_groups = _route_pod(pod, *_shared_sub_groups(js, rjobs))
+        md.sub_groups = _route_pod(pod, *ctx.prepared(self))
         md.provenance["subGroups"] = (
             f"replicatedJobs of {describe(js)}; pod routed by labels {REPLICATED_JOB_LABEL} and {JOB_INDEX_LABEL}"
         )
         return md
+
+    def prepare(self, top_owner: Obj, pods: Sequence[Obj]) -> tuple[tuple[SubGroup, ...], dict[str, int]]:
+        """The JobSet's sub-groups (a function of its replicatedJobs alone: 126 of them for 125 replicas, the
+        same for every pod), once per planning pass (``GroupingContext.prepared``), and each one's index by
+        name. Every pod's metadata shares them except the sub-group it joins, a copy naming the pod (nothing
+        changes a decision's sub-groups after it is made: merging copies them): never change them."""
+        groups = tuple(_sub_groups(top_owner, _replicated_jobs(top_owner)))
+        return groups, {sg.name: i for i, sg in reversed(list(enumerate(groups)))}
 
 
 def _replicated_jobs(js: Obj) -> list[dict[str, Any]]:
@@ -146,33 +152,6 @@ def _sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> list[SubGroup]:
             for idx in range(count)
         )
     return out
-
-
-# The sub-groups are a function of the replicatedJobs alone, the same for every pod of the JobSet: 126 of
-# them for 125 replicas, built and checked once per pod before. Kept by the fields they are made of
-# (content, not identity: an object changed in place gets its own entry); each pod's metadata shares
-# the kept objects except the sub-group it joins, a copy naming the pod (nothing changes a decision's
-# sub-groups after it is made: merging copies them). Cleared when full.
-_SHARED: BoundedMemo[bytes, tuple[tuple[SubGroup, ...], dict[str, int]]] = BoundedMemo(64)
-
-
-def _shared_sub_groups(js: Obj, rjobs: list[dict[str, Any]]) -> tuple[tuple[SubGroup, ...], dict[str, int]]:
-    """The JobSet's sub-groups (shared: never change them) and each one's index by name."""
-    try:
-        key = orjson.dumps([
-            [rj.get("name"), rj.get("replicas"), dig(rj, "template", "spec", "parallelism"),
-             dig(rj, "template", "metadata", "annotations")]
-            for rj in rjobs
-        ])
-    except TypeError:  # not JSON (a hand-built object): built alone
-        key = b""
-    shared = _SHARED.get(key) if key else None
-    if shared is None:
-        groups = tuple(_sub_groups(js, rjobs))
-        shared = groups, {sg.name: i for i, sg in reversed(list(enumerate(groups)))}
-        if key:
-            _SHARED.put(key, shared)
-    return shared
 
 
 def _template_annotations(js: Obj, i: int) -> dict[str, str]:

@@ -8,14 +8,17 @@ answer stands.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 
 from grouper.core.context import GroupingContext
 from grouper.karta import Evaluator, KartaDefinition, apply_gang
-from grouper.model.objects import Obj
+from grouper.model.objects import Obj, describe, with_pod_typemeta
 from grouper.model.podgroup import PodGroupMetadata
 from grouper.plugins.default import default_metadata
+
+log = logging.getLogger(__name__)
 
 
 class KartaGrouper:
@@ -26,6 +29,7 @@ class KartaGrouper:
         self.evaluator = evaluator or Evaluator(definition)
 
     def metadata(self, ctx: GroupingContext) -> PodGroupMetadata | None:
+        ctx.prepared(self)
         base = default_metadata(ctx)
         result = apply_gang(self.definition, self.evaluator, ctx.top_owner, ctx.pod, base)
         return base if result is None else result
@@ -35,10 +39,16 @@ class KartaGrouper:
         """The pod labels its definition reads (:func:`definition_label_keys`)."""
         return definition_label_keys(self.definition)
 
-    def prefetch(self, pods: Sequence[Obj], top_owner: Obj) -> None:
-        """Evaluate the definition's pod expressions for all of ``pods`` in one sandbox run per chunk, the
-        root expressions on ``top_owner`` (the root object) in the first of them."""
-        self.evaluator.prefetch(pods, root=top_owner)
+    def prepare(self, top_owner: Obj, pods: Sequence[Obj]) -> None:
+        """The per-workload part, once per planning pass: the definition's root expressions on ``top_owner``
+        (the root object) and its pod expressions on the pass's ``pods``, in one sandbox run per chunk
+        instead of a run per pod. Their outcomes go to the evaluator's outcome cache, where each pod's
+        decision finds them. Best effort: what a run cannot answer is left to that pod's decision, which
+        gives the same outcomes (and names a slow expression)."""
+        try:
+            self.evaluator.prefetch([with_pod_typemeta(p) for p in pods], root=top_owner)
+        except Exception:
+            log.debug("Karta %s: preparing for %s failed", self.definition.name, describe(top_owner), exc_info=True)
 
 
 _LABEL_IN_JQ = re.compile(r"""labels\s*(?:\[\s*"([^"]+)"\s*\]|\.\s*"([^"]+)"|\.([A-Za-z_][A-Za-z0-9_]*))""")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from grouper.core.lookups import InMemoryLookups
-from grouper.core.owner_chain import SharedChains, resolve_owners
+from grouper.core.owner_chain import resolve_owners
+from grouper.core.workload_context import WorkloadContext
 from grouper.manifests import load_manifests
 from grouper.model.errors import InvalidWorkload, OwnerCycle, OwnerNotFound, OwnerUidMismatch
 from grouper.runtime.composition import build_grouper
@@ -141,14 +142,14 @@ def test_malformed_owner_references_name_the_field(refs: object, field: str) -> 
 
 def test_siblings_of_one_owner_share_its_chain_walked_once() -> None:
     lookups = CountingLookups([JOBSET, JOB])
-    chains = SharedChains()
+    chains = WorkloadContext()
     pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", [ref(JOB, True)]) for i in range(3)]
-    got = [chains.resolve(p, lookups) for p in pods]
+    got = [chains.chain(p, lookups) for p in pods]
     assert got[0] is got[1] is got[2]
     assert lookups.gets == 2  # the Job and the JobSet, once
     assert got[0].top_owner is JOBSET
-    chains.clear()
-    assert chains.resolve(pods[0], lookups) == got[0] and lookups.gets == 4  # walked again after clear()
+    chains = WorkloadContext()  # the next pass
+    assert chains.chain(pods[0], lookups) == got[0] and lookups.gets == 4  # walked again in a new context
 
 
 @pytest.mark.parametrize(
@@ -163,11 +164,11 @@ def test_siblings_of_one_owner_share_its_chain_walked_once() -> None:
 def test_pods_whose_chain_is_their_own_are_walked_every_time(owners: list[dict]) -> None:
     parent = obj("v1", "Pod", "parent", "u-parent")
     lookups = CountingLookups([JOBSET, JOB, obj("v1", "ConfigMap", "cm", "u-cm"), parent])
-    chains = SharedChains()
+    chains = WorkloadContext()
     pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", owners) for i in range(2)]
-    first = chains.resolve(pods[0], lookups)
+    first = chains.chain(pods[0], lookups)
     walk = lookups.gets
-    second = chains.resolve(pods[1], lookups)
+    second = chains.chain(pods[1], lookups)
     assert first is not second and first.owners == second.owners
     assert walk > 0 and lookups.gets == 2 * walk  # the second pod walked its chain itself
     if len(owners) == 2:
@@ -175,14 +176,14 @@ def test_pods_whose_chain_is_their_own_are_walked_every_time(owners: list[dict])
 
 
 def test_truncated_or_failed_walks_are_not_shared() -> None:
-    chains = SharedChains()
+    chains = WorkloadContext()
     pods = [obj("v1", "Pod", f"p{i}", f"u-p{i}", [ref(JOB, True)]) for i in range(2)]
     forbidden = InMemoryLookups([JOBSET, JOB], forbidden={("jobset.x-k8s.io", "JobSet")})
-    first = chains.resolve(pods[0], forbidden)
+    first = chains.chain(pods[0], forbidden)
     assert first.truncated
     with pytest.raises(OwnerNotFound):
-        chains.resolve(pods[1], InMemoryLookups([]))  # walked again, on the lookups given, not the first's
-    assert chains.resolve(pods[1], InMemoryLookups([JOBSET, JOB])).truncated is None
+        chains.chain(pods[1], InMemoryLookups([]))  # walked again, on the lookups given, not the first's
+    assert chains.chain(pods[1], InMemoryLookups([JOBSET, JOB])).truncated is None
 
 
 def test_deciding_siblings_with_shared_chains_gives_the_same_decisions() -> None:
@@ -193,5 +194,5 @@ def test_deciding_siblings_with_shared_chains_gives_the_same_decisions() -> None
         pods = [p for p in objs if p.get("kind") == "Pod"]
         assert pods, files
         lookups = InMemoryLookups(objs)
-        chains = SharedChains()
+        chains = WorkloadContext()
         assert [grouper.decide(p, lookups, chains) for p in pods] == [grouper.decide(p, lookups) for p in pods]

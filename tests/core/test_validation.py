@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grouper.core.naming import MAX_NAME_LENGTH, is_subdomain, shorten_name
 from grouper.core.validation import validate_pod_group
 from grouper.model.podgroup import OwnerRef, PodGroupMetadata, SubGroup
@@ -100,16 +102,27 @@ def test_counts_must_fit_in_int32() -> None:
     assert any("spec.subGroups[a].minMember must fit in int32" in e for e in errs)
 
 
-def test_a_kept_answer_is_the_answer_and_the_memo_stays_bounded() -> None:
+def test_a_pass_checks_each_distinct_pod_group_once_and_gets_the_answer() -> None:
     from grouper.core import validation
+    from grouper.core.workload_context import WorkloadContext
 
+    checked: list[str] = []
+    real = validation.validate_pod_group
+
+    def counting(m: PodGroupMetadata) -> list[str]:
+        checked.append(m.name)
+        return real(m)
+
+    workload = WorkloadContext()
     bad = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("a", 1)])
-    first = validate_pod_group(bad)
-    assert first and validate_pod_group(bad) == first == validation._validate(bad)
-    first.append("changed by a caller")
-    assert validate_pod_group(bad) == validation._validate(bad), "callers get their own list"
+    same = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("a", 1)])
     renamed = md(min_member=None, min_sub_group=1, sub_groups=[SubGroup("a", 1), SubGroup("b", 1)])
-    assert validate_pod_group(renamed) == []  # another key, its own answer
-    for i in range(validation._MEMO.limit + 5):
-        validate_pod_group(md(min_member=i + 1))
-    assert len(validation._MEMO) <= validation._MEMO.limit
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("grouper.core.workload_context.validate_pod_group", counting)
+        first = workload.validate(bad)
+        assert first and workload.validate(same) == first == real(bad)
+        first.append("changed by a caller")
+        assert workload.validate(bad) == real(bad), "callers get their own list"
+        assert workload.validate(renamed) == []  # another PodGroup, its own answer
+        assert len(checked) == 2  # bad (and its equal), renamed
+        assert WorkloadContext().validate(bad) == real(bad) and len(checked) == 3  # a new pass checks again

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from grouper.core.config import GroupingConfig
 from grouper.core.lookups import InMemoryLookups
+from grouper.core.workload_context import WorkloadContext
 from grouper.model.errors import GroupingError
 from grouper.model.objects import Obj
 from grouper.model.podgroup import PodGroupMetadata
@@ -51,9 +52,12 @@ def js_pod(rj: str | None = "worker", idx: str | None = "0", name: str = "p") ->
     return pod(name, namespace="default", labels=labels)
 
 
-def run(js: Obj, the_pod: Obj, *objects: Obj, config: GroupingConfig | None = None) -> PodGroupMetadata:
+def run(js: Obj, the_pod: Obj, *objects: Obj, config: GroupingConfig | None = None,
+        plugin: JobSetGrouper | None = None, workload: WorkloadContext | None = None) -> PodGroupMetadata:
     ctx = context(the_pod, js, objects=objects, config=config)
-    md = JobSetGrouper().metadata(ctx)
+    if workload is not None:
+        ctx.workload = workload
+    md = (plugin or JobSetGrouper()).metadata(ctx)
     assert md is not None
     return md
 
@@ -378,13 +382,17 @@ def test_property_metadata_or_grouping_error(rjobs: Any, order: Any, js_ann: dic
     md.to_object()
 
 
-# ---------------------------------------------------------------- shared sub-groups (one build per JobSet)
+# ---------------------------------------------------------------- shared sub-groups (one build per JobSet and pass)
 
 
 def test_pods_of_one_jobset_share_its_sub_groups_but_each_lists_only_itself() -> None:
     js = jobset(rjob("worker", replicas=3, parallelism=2))
-    a = run(js, js_pod("worker", "0", name="a"))
-    b = run(js, js_pod("worker", "2", name="b"))
+    plugin, workload, built = JobSetGrouper(), WorkloadContext(), []
+    prepare = plugin.prepare
+    plugin.prepare = lambda *args: built.append(1) or prepare(*args)  # type: ignore[method-assign]
+    a = run(js, js_pod("worker", "0", name="a"), plugin=plugin, workload=workload)
+    b = run(js, js_pod("worker", "2", name="b"), plugin=plugin, workload=workload)
+    assert len(built) == 1, "the sub-groups are built once per pass"
     assert a.sub_group_of("a") == "worker-replica-0" and a.sub_group_of("b") is None
     assert b.sub_group_of("b") == "worker-replica-2" and b.sub_group_of("a") is None
     assert [sg.pods for sg in a.sub_groups] == [[], ["a"], [], []]
@@ -392,7 +400,7 @@ def test_pods_of_one_jobset_share_its_sub_groups_but_each_lists_only_itself() ->
     assert a.spec() == b.spec() and a.same_spec(b)
 
 
-def test_a_jobset_changed_in_place_gets_sub_groups_of_its_new_content() -> None:
+def test_the_next_pass_gets_sub_groups_of_the_jobsets_new_content() -> None:
     js = jobset(rjob("worker", replicas=2, parallelism=2))
     before = run(js, js_pod("worker", "0"))
     js["spec"]["replicatedJobs"][0]["replicas"] = 3

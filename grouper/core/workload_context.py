@@ -1,0 +1,107 @@
+"""The workload context: what one planning pass over a workload's pods computes once, not once per pod.
+
+Whoever plans builds one at the start of a pass and drops it at its end — the reconciler's pass, ``grouper
+plan`` / ``why`` / ``impact`` (through :func:`grouper.core.workload_plan.plan_workload`'s callers), the
+admission webhook's single decision (``Grouper.decide`` makes a context of one pod) — and hands it to every
+``Grouper.decide`` of the pass. It holds:
+
+* **owner chains**, walked once: a pod with a single owner reference has the chain of that owner whatever
+  its own fields, so its siblings reuse it. Only a chain walked to the end is shared (a truncated walk, an
+  error, a multi-owner pod's notes are the pod's own; a pod owned by a pod walks alone);
+* **each plugin's per-workload part** (:class:`Preparing`: a JobSet's sub-groups, a Karta definition's one
+  sandbox run over the root and the pass's pods), computed at the first pod that needs it, then each pod's
+  cheap placement reads it (``GroupingContext.prepared``). A ``GroupingError`` it raised is the answer for
+  every pod of that top owner;
+* **the PodGroup rules' answer** per distinct PodGroup (:mod:`.validation`): every pod of a workload sees
+  the same one.
+
+It is valid for one unchanging view of the cluster: a pass that yields to the event loop (the cache may have
+moved on) starts a new one. Nothing in it outlives its pass, so nothing is bounded, invalidated or shared
+between threads. Pure: it reads only what the decisions hand it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from grouper.core.lookups import Lookups
+from grouper.core.owner_chain import OwnerChain, owner_key, resolve_owners
+from grouper.core.validation import pod_group_key, validate_pod_group
+from grouper.model import objects as o
+from grouper.model.errors import GroupingError
+from grouper.model.objects import Obj
+from grouper.model.podgroup import PodGroupMetadata
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """A plugin whose decision has a per-workload part: ``prepare`` computes it once per pass from the top
+    owner (and, where batching pays, the pass's pods: ``pods`` may be empty, or hold pods of other workloads
+    of the same namespace); ``metadata`` reads it through ``ctx.prepared(self)`` and places the pod. It reads
+    no lookups (what it read would be no decision's dependency) and must give what computing it in every
+    pod's decision would: it changes no decision, only its cost."""
+
+    def prepare(self, top_owner: Obj, pods: Sequence[Obj]) -> Any: ...
+
+
+class WorkloadContext:
+    """One planning pass's shared work (see the module doc). ``pods``: the pods a plugin may prepare for
+    together — the pods of one workload the pass decides (empty when the pass spans several workloads)."""
+
+    __slots__ = ("_chains", "_prepared", "_validated", "pods")
+
+    def __init__(self, pods: Sequence[Obj] = ()) -> None:
+        self.pods = pods
+        self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
+        # (plugin, top owner identity) -> (the top owner it was made for, its part, the error it raised)
+        self._prepared: dict[tuple[int, Any], tuple[Obj, Any, GroupingError | None]] = {}
+        self._validated: dict[tuple[Any, ...], list[str]] = {}
+
+    def chain(self, pod: Obj, lookups: Lookups) -> OwnerChain:
+        """The pod's owner chain: its siblings' when one was walked to the end in this pass (the reads of a
+        shared walk are the first sibling's, on its lookups)."""
+        key = owner_key(pod)
+        if key is None or len(o.owner_references(pod)) != 1:  # several: the walk's notes name the pod
+            return resolve_owners(pod, lookups)
+        chain = self._chains.get(key)
+        if chain is None:
+            chain = resolve_owners(pod, lookups)
+            if chain.truncated is None and chain.owners:
+                self._chains[key] = chain
+        return chain
+
+    def prepared(self, plugin: Preparing, top_owner: Obj) -> Any:
+        """``plugin``'s per-workload part for ``top_owner``, prepared at the first call of the pass. The top
+        owner is told apart by uid and resourceVersion (a skipped owner's merged view of the kind below it
+        is a new object per pod, the same object all the same), else by identity."""
+        meta = o.meta(top_owner)
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        ident: Any = (uid, version) if isinstance(uid, str) and uid and isinstance(version, str) and version \
+            else id(top_owner)
+        key = (id(plugin), ident)
+        hit = self._prepared.get(key)
+        if hit is None:
+            try:
+                hit = (top_owner, plugin.prepare(top_owner, self.pods), None)
+            except GroupingError as exc:
+                hit = (top_owner, None, exc)
+            self._prepared[key] = hit  # (the top owner is held: an id() is not reused while it lives)
+        if hit[2] is not None:
+            raise hit[2]
+        return hit[1]
+
+    def validate(self, md: PodGroupMetadata) -> list[str]:
+        """The PodGroup rules' errors for ``md`` (:func:`validate_pod_group`), checked once per distinct
+        PodGroup in the pass."""
+        try:
+            key = pod_group_key(md)
+            known = self._validated.get(key)
+        except TypeError:  # a field of an unhashable type (a hostile definition's output): checked alone
+            return validate_pod_group(md)
+        if known is None:
+            known = self._validated[key] = validate_pod_group(md)
+        return list(known)
+
+
+__all__ = ["Preparing", "WorkloadContext"]
