@@ -92,6 +92,42 @@ def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float | None:
     return None if den == 0 else sum((t - mt) * (r - mr) for t, r in samples) / den * 3600
 
 
+def solve3(m: list[list[float]], v: list[float]) -> list[float] | None:
+    """``m x = v`` for a 3x3 ``m`` (Cramer's rule); None when singular."""
+    def det(a: list[list[float]]) -> float:
+        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    d = det(m)
+    if abs(d) < 1e-12:
+        return None
+    return [det([[v[r] if c == k else m[r][c] for c in range(3)] for r in range(3)]) / d for k in range(3)]
+
+
+def rss_against_pods(samples: list[dict[str, Any]], pod_counts: list[dict[str, Any]],
+                     warmup: float) -> dict[str, float] | None:
+    """RSS = a + b * pods existing + c * t by least squares over the samples after ``warmup`` (each RSS sample
+    with the pod count measured nearest in time): ``b`` what each cached pod costs, ``c`` the growth at a
+    constant pod count — what a leak would show when the control plane cannot keep the pod count steady (on a
+    busy box its garbage collector falls behind, and the pods of deleted workloads stay cached meanwhile)."""
+    if not pod_counts:
+        return None
+    rows = []
+    for x in samples:
+        if x["t_s"] < warmup:
+            continue
+        near = min(pod_counts, key=lambda p: abs(p["t_s"] - x["t_s"]))
+        rows.append((1.0, float(near["pods"]), x["t_s"] / 3600, x["rss_mib"]))
+    if len(rows) < 4:
+        return None
+    m = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
+    v = [sum(r[i] * r[3] for r in rows) for i in range(3)]
+    got = solve3(m, v)
+    if got is None:
+        return None
+    return {"kib_per_existing_pod": round(got[1] * 1024, 2), "mib_per_hour_at_constant_pods": round(got[2], 3),
+            "samples": len(rows)}
+
+
 class Soak:
     def __init__(self, args: argparse.Namespace, bench: cb.Bench) -> None:
         self.args = args
@@ -358,6 +394,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "rss_slope_after_warmup_mib_per_hour": None if slope is None else round(slope, 3),
         "slope_window_s": round(window, 1), "slope_judged": judged,
         "rss_slope_after_10min_mib_per_hour": None if after_10min is None else round(after_10min, 3),
+        "rss_against_pods_after_warmup": rss_against_pods(s.samples, s.pod_counts, args.warmup),
         "rss_after_everything_deleted_mib": round(final_rss, 2),
         "checks": {
             "every_pod_grouped": {"ok": not ungrouped, "waited_s": grouped_wait, "problems": ungrouped[:20],
@@ -387,6 +424,10 @@ def report(r: dict[str, Any]) -> None:
     for name, c in r["checks"].items():
         print(f"{name}: {'ok' if c['ok'] else 'FAILED'} (waited {c['waited_s']} s)"
               + "".join(f"\n  {p}" for p in c["problems"][:10]))
+    if r.get("rss_against_pods_after_warmup"):
+        f = r["rss_against_pods_after_warmup"]
+        print(f"RSS against the pods existing (after the warm-up): {f['kib_per_existing_pod']} KiB per pod, "
+              f"{f['mib_per_hour_at_constant_pods']} MiB/hour at a constant pod count")
     print("PASSED" if r["passed"] else "FAILED")
 
 
@@ -402,6 +443,8 @@ def summary(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--analyze", type=Path, metavar="RESULT",
+                    help="only print the report of a result file again (with this version's figures)")
     ap.add_argument("--duration", type=float, default=3600.0, help="seconds of churn (default 3600)")
     ap.add_argument("--minutes", type=float, help="minutes of churn (instead of --duration)")
     ap.add_argument("--rate", type=float, default=50.0, help="pods created per second (default 50)")
@@ -421,6 +464,15 @@ def main(argv: list[str] | None = None) -> int:
                          "most since the warm-up, by line (benchmarks/clusterbench/traced_grouper.py)")
     ap.add_argument("--out", type=Path, help="default benchmarks/results/soak-<UTC date and time>.json")
     args = ap.parse_args(argv)
+    if args.analyze:
+        r = json.loads(args.analyze.read_text())
+        after = [(x["t_s"], x["rss_mib"]) for x in r["samples"] if x["t_s"] >= 600]
+        r.setdefault("rss_slope_after_10min_mib_per_hour", slope_mib_per_hour(after))
+        r.setdefault("creates_done_s", r["duration_s"])
+        r["rss_against_pods_after_warmup"] = rss_against_pods(r["samples"], r["pod_counts"], r["warmup_s"])
+        report(r)
+        print(summary(r))
+        return 0 if r["passed"] else 1
     if args.out is None:
         args.out = REPO / "benchmarks" / "results" / f"soak-{datetime.now(UTC):%Y%m%dT%H%MZ}.json"
     if args.minutes is not None:
