@@ -2,11 +2,16 @@
 local cluster, and what the imports cost (``python -X importtime``).
 
 Each run starts a fresh ``grouper run --kubeconfig`` (a ServiceAccount token of deploy/rbac.yaml, the
-cluster's CA as ``certificate-authority-data``; no leader election, ``--http-auth none``) as a separate
-process and polls its log file and ``/readyz`` every 5 ms until it answers 200, notes the CPU time the
-process (and its jq sandbox) used until then (less sensitive to a busy box than wall time), then stops it
-(SIGTERM). The run whose ready time is the median prints its *timeline*: each log line's offset from the
-process start (the JSON log's millisecond timestamps), then the first 200.
+cluster's CA as ``certificate-authority-data``) with the flags the chart gives its two replicas: leader
+election on (``--leader-elect=true``, the Lease in kai-system, ``--identity`` per run), ``--http-auth``
+at its default (kubernetes); ``--no-leader-elect`` for a single replica. A separate process, it is polled
+(log file and ``/readyz``) every 5 ms until ``/readyz`` answers 200; the CPU time the process (and its jq
+sandbox) used until then is noted (less sensitive to a busy box than wall time), then it is stopped
+(SIGTERM: it releases the Lease, so the next run takes it at once). The *milestones* of each run, medians
+printed: the first log line, "connecting to" (the HTTP server is up and the clients are built), the first
+informer's list done, the caches synced, ``/readyz`` 200. The run whose ready time is the median prints its
+*timeline*: each log line's offset from the process start (the JSON log's millisecond timestamps), then
+the first 200.
 
 Bytecode as in the image (its build runs ``compileall``): the children get a fresh ``PYTHONPYCACHEPREFIX``
 (and not ``PYTHONDONTWRITEBYTECODE``), filled by a first import before anything is measured, so no run
@@ -15,7 +20,8 @@ compiles the checkout's sources (~0.3 s with ``PYTHONDONTWRITEBYTECODE=1`` and a
 run of OLD (``git archive <commit> grouper | tar -x -C OLD``), import figures and start-ups alike.
 The import figures come from ``python -X importtime -c IMPORT`` (IMPORT: what ``grouper run`` imports before
 its event loop starts: the CLI with every command, the service, uvloop), the time each top-level package's
-modules took (self time summed), and the wall time of that same import, over the same runs.
+modules took (self time summed), the modules with the largest cumulative time (a module and what it
+imported first), and the wall time of that same import, over the same runs.
 
     .venv/bin/python benchmarks/bench_startup.py                 # 10 runs, ~1 min after the cluster is up
     .venv/bin/python benchmarks/bench_startup.py --quick         # 3 runs
@@ -97,12 +103,14 @@ def import_sample(env: dict[str, str]) -> dict[str, Any]:
     err = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT], env=env, check=True,
                          capture_output=True, text=True, cwd=tempfile.gettempdir()).stderr
     by_package: dict[str, float] = collections.defaultdict(float)
+    cumulative: dict[str, float] = {}
     for line in err.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _cumulative, name = (part.strip() for part in line[len("import time:"):].split("|", 2))
+        self_us, cumulative_us, name = (part.strip() for part in line[len("import time:"):].split("|", 2))
         by_package[name.split(".", 1)[0]] += int(self_us) / 1e6
-    return {"wall": wall, "cpu": cpu, "by_package": by_package}
+        cumulative[name] = int(cumulative_us) / 1e6
+    return {"wall": wall, "cpu": cpu, "by_package": by_package, "cumulative": cumulative}
 
 
 def import_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -111,11 +119,14 @@ def import_summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     packages = {p for run in per_run for p in run}
     medians = {p: statistics.median(run.get(p, 0.0) for run in per_run) for p in packages}
     top = sorted(medians.items(), key=lambda kv: -kv[1])[:15]
+    modules = {m for s in samples for m in s["cumulative"]}
+    cumulative = {m: statistics.median(s["cumulative"].get(m, 0.0) for s in samples) for m in modules}
     return {
         "import_wall": spread([s["wall"] for s in samples]),
         "import_cpu": spread([s["cpu"] for s in samples]),
         "importtime_total_s": round(statistics.median(sum(run.values()) for run in per_run), 3),
         "importtime_top_packages_s": {p: round(s, 3) for p, s in top},
+        "importtime_top_cumulative_s": {m: round(s, 3) for m, s in sorted(cumulative.items(), key=lambda kv: -kv[1])[:15]},
         "kubernetes_imported": any("kubernetes" in run for run in per_run),
     }
 
@@ -153,11 +164,28 @@ def timeline(log: Path, t0_wall: float, ready: float) -> list[tuple[float, str]]
     return [*events, (round(ready, 3), "/readyz 200")]
 
 
-def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], work: Path, i: str) -> dict[str, Any]:
+# milestones: (key, what, predicate on a timeline entry's text); the first entry matching counts
+MILESTONES: tuple[tuple[str, str, Any], ...] = (
+    ("first_log", "first log line", lambda text: True),
+    ("connecting", '"connecting to" (HTTP up, clients built)', lambda text: ": connecting to " in text),
+    ("first_list", "first informer list done", lambda text: " objects by " in text or "listed" in text),
+    ("caches_synced", "caches synced", lambda text: "caches synced" in text),
+    ("ready", "/readyz 200", lambda text: text == "/readyz 200"),
+)
+
+
+def milestones(events: list[tuple[float, str]]) -> dict[str, float | None]:
+    return {key: next((at for at, text in events if match(text)), None) for key, _what, match in MILESTONES}
+
+
+def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], work: Path, i: str,
+               leader_elect: bool = True) -> dict[str, Any]:
     port = free_port()
     log = work / f"grouper-{i}.log"
     argv = [sys.executable, "-m", "grouper.cli.main", "run", "--kubeconfig", str(kubeconfig),
-            "--http-bind-address", f"127.0.0.1:{port}", "--http-auth", "none"]
+            "--http-bind-address", f"127.0.0.1:{port}"]
+    if leader_elect:  # as the chart runs its two replicas
+        argv += ["--leader-elect=true", f"--leader-election-namespace={SA_NAMESPACE}", f"--identity=bench-{i}"]
     with open(log, "wb") as out, httpx.Client(timeout=2) as http:
         t0, t0_wall = time.monotonic(), time.time()
         proc = subprocess.Popen(argv, env={**env, "GROUPER_LOG_FORMAT": "json"}, stdout=out,
@@ -183,9 +211,9 @@ def start_once(cluster: LocalCluster, kubeconfig: Path, env: dict[str, str], wor
         finally:
             proc.terminate()
             proc.wait(30)
+    events = timeline(log, t0_wall, ready)
     return {"first_log_s": first_log if first_log is not None else ready, "ready_s": ready, "cpu_s": cpu,
-            "cpu_own_s": cpu_own,
-            "timeline": timeline(log, t0_wall, ready)}
+            "cpu_own_s": cpu_own, "milestones": milestones(events), "timeline": events}
 
 
 def summarize(result: dict[str, Any], samples: list[dict[str, Any]]) -> None:
@@ -193,6 +221,10 @@ def summarize(result: dict[str, Any], samples: list[dict[str, Any]]) -> None:
     result["ready"] = spread([s["ready_s"] for s in samples])
     result["cpu_until_ready"] = spread([s["cpu_s"] for s in samples])
     result["cpu_own_until_ready"] = spread([s["cpu_own_s"] for s in samples])
+    result["milestones_median_s"] = {
+        key: (round(statistics.median(got), 3) if (got := [s["milestones"][key] for s in samples
+                                                          if s["milestones"][key] is not None]) else None)
+        for key, _what, _match in MILESTONES}
     median_run = sorted(samples, key=lambda s: s["ready_s"])[(len(samples) - 1) // 2]
     result["timeline_of_median_run"] = median_run["timeline"]
 
@@ -204,6 +236,9 @@ def report(result: dict[str, Any], name: str) -> None:
           "importtime self times:")
     for package, seconds in list(result["importtime_top_packages_s"].items())[:8]:
         print(f"  {package:24} {seconds * 1000:7.0f} ms")
+    print(f"{name}: importtime cumulative (a module with what it imported first):")
+    for module, seconds in list(result["importtime_top_cumulative_s"].items())[:12]:
+        print(f"  {module:40} {seconds * 1000:7.0f} ms")
     if "ready" not in result:
         return
     for key, what in (("first_log", "process start -> first log line"), ("ready", "process start -> /readyz 200"),
@@ -211,6 +246,9 @@ def report(result: dict[str, Any], name: str) -> None:
                       ("cpu_own_until_ready", "CPU s until /readyz 200 (process)")):
         r = result[key]
         print(f"{name}: {what + ':':32} median {r['median_s']} s ({r['min_s']}-{r['max_s']})")
+    print(f"{name}: milestones, median over the runs (seconds after the process start; from the JSON log):")
+    for key, what, _match in MILESTONES:
+        print(f"  {what:42} {result['milestones_median_s'][key]}")
     print(f"{name}: timeline of the median run (seconds after the process start):")
     for at, what in result["timeline_of_median_run"]:
         print(f"  {at:6.3f}  {what}")
@@ -223,6 +261,8 @@ def main() -> int:
     ap.add_argument("--no-cluster", action="store_true", help="only the import figures")
     ap.add_argument("--pythonpath", help="a checkout to run instead of this venv's grouper (first on sys.path)")
     ap.add_argument("--alt-pythonpath", help="a second checkout, run alternately with the first (paired A/B)")
+    ap.add_argument("--no-leader-elect", action="store_true",
+                    help="a single replica's flags (the chart's two replicas elect a leader)")
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "startup.json")
     args = ap.parse_args()
@@ -237,7 +277,7 @@ def main() -> int:
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "load_start": os.getloadavg()[0]},
-            "runs": runs,
+            "runs": runs, "leader_elect": not args.no_leader_elect,
         }
         per_side: dict[str, dict[str, Any]] = {}
         for name, env in sides.items():
@@ -259,7 +299,8 @@ def main() -> int:
                 samples: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
                 for i in range(runs):
                     for name, env in sides.items():
-                        samples[name].append(start_once(cluster, kubeconfig, env, work, f"{name}-{i}"))
+                        samples[name].append(start_once(cluster, kubeconfig, env, work, f"{name}-{i}",
+                                                        leader_elect=not args.no_leader_elect))
             for name in sides:
                 summarize(per_side[name], samples[name])
             if "alt" in sides:

@@ -16,9 +16,9 @@ import contextlib
 import logging
 import socket
 from collections.abc import Generator
+from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ class _Server(uvicorn.Server):
 
 
 class HttpServer:
-    def __init__(self, app: FastAPI, bind_address: str = DEFAULT_BIND_ADDRESS, *, log_level: str = "warning") -> None:
+    def __init__(self, app: Any, bind_address: str = DEFAULT_BIND_ADDRESS, *, log_level: str = "warning") -> None:
+        """``app``: an ASGI app (FastAPI's, or ``grouper.runtime.http_front``'s while the service starts; FastAPI
+        is not imported here, so the service can answer its probes before loading it)."""
         self.host, self.port = parse_bind_address(bind_address)
         self.app = app
         self._config = uvicorn.Config(

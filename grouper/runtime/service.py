@@ -6,8 +6,9 @@ and the *control* client (leader election and the API server probe: its own conn
 client-side rate limit, a request timeout of half the renew deadline), so a busy queue or a slow relist
 can never delay a Lease renewal past its deadline.
 
-Start order: HTTP (so probes answer while caches sync) → caches synced → leader campaign (or workers
-right away without ``--leader-elect``). Stop order (SIGTERM/SIGINT): stop taking work, drain in-flight
+Start order: HTTP (so probes answer while caches sync; the API itself — FastAPI — loads in a thread
+meanwhile, ``http_front.py``) → caches synced → leader campaign (or workers right away without
+``--leader-elect``). Stop order (SIGTERM/SIGINT): stop taking work, drain in-flight
 reconciles (``--shutdown-drain-seconds``), release the lease, stop informers, stop HTTP, close the
 clients. A supervised task that cannot recover makes liveness fail and the service exit with code 1.
 """
@@ -22,10 +23,9 @@ import signal
 import socket
 import uuid
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grouper import __version__
-from grouper.api.app import create_app
 from grouper.api.auth import api_access
 from grouper.api.server import HttpServer
 from grouper.api.state import AppState
@@ -41,14 +41,16 @@ from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
 from grouper.runtime.composition import build_grouper, cached_kinds
 from grouper.runtime.heap import HeapKeeper, tune_collector
+from grouper.runtime.http_front import App, StartupFront
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
 from grouper.runtime.status import ServiceStatus
 from grouper.runtime.supervisor import Supervisor
 from grouper.runtime.wiring import build_controller
-from grouper.webhook.admission import Admission
-from grouper.webhook.decide import controller_decider
-from grouper.webhook.server import WebhookServer, check_client_auth
+
+if TYPE_CHECKING:
+    from grouper.webhook.admission import Admission
+    from grouper.webhook.server import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class Service:
     async def start(self) -> None:
         s = self.settings
         if s.webhook_bind_address:  # a webhook nobody may call fails now, not after the caches filled
+            from grouper.webhook.server import check_client_auth  # FastAPI: only when the webhook is on
+
             check_client_auth(s.webhook_client_ca, s.webhook_allow_unauthenticated)
         # the catalog's jq compiles in the sandbox (another process) while the HTTP server and clients start
         loading = self._definitions or preload_definitions(s)
@@ -195,6 +199,10 @@ class Service:
                                            "event_loop": type(asyncio.get_running_loop()).__module__})
 
     async def _start_webhook(self) -> None:
+        from grouper.webhook.admission import Admission
+        from grouper.webhook.decide import controller_decider
+        from grouper.webhook.server import WebhookServer
+
         assert self.controller is not None
         s = self.settings
         # The webhook decides at admission, from the caches: the built-in kinds that own most pods are
@@ -225,8 +233,21 @@ class Service:
 
     async def _start_http(self) -> None:
         access = api_access(self.settings, lambda: self.client)  # reviews go through the service's client
-        self.http = HttpServer(create_app(self.state, access=access), self.settings.http_bind_address)
+        state, loop = self.state, asyncio.get_running_loop()
+
+        def build() -> App:
+            from grouper.api.app import create_app  # FastAPI and the routes: in the loading thread
+
+            return create_app(state, access=access)
+
+        def loaded(api: Future[App]) -> None:  # in the loading thread
+            if not api.cancelled() and api.exception() is not None:
+                loop.call_soon_threadsafe(self._fatal, f"the HTTP API could not be built: {api.exception()!r}")
+
+        front = StartupFront(self.state, build)
+        self.http = HttpServer(front, self.settings.http_bind_address)
         await self.http.start()
+        front.start_loading().add_done_callback(loaded)
         self.supervisor.spawn("http", self._watch_http)
 
     async def _watch_http(self) -> None:
