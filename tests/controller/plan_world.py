@@ -123,6 +123,10 @@ class World:
         of_kind = self.kinds.get((gvk.api_version, gvk.kind))
         return [of_kind[k] for k in sorted(of_kind)] if of_kind else []
 
+    def names(self, gvk: GVK) -> set[tuple[str, str]]:
+        """The (namespace, name) of every object of one kind."""
+        return {k[2:] for k in self.kinds.get((gvk.api_version, gvk.kind), ())}
+
     def put(self, obj: Obj) -> Obj:
         """Create or replace ``obj`` (a new resourceVersion; a uid when it has none) and tell the grouper."""
         obj = clone(obj)

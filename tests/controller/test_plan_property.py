@@ -1,11 +1,11 @@
 """The controller's planning held in place: a Hypothesis state machine drives random sequences of pod and
 owner events through the real controller (event handlers, workload index, plan cache, reconciler,
-writers) over an in-memory cluster (``plan_world``), and checks every reconcile pass against a grouper
-started afresh on the same cluster:
+writers) over an in-memory cluster (``plan_world``), and checks every reconcile pass against a fresh plan
+of the same cluster:
 
 (a) the plan the pass acts on — made with the decisions kept from earlier passes (``Reconciler.plan`` over
-    the :class:`~grouper.controller.plans.PlanCache`) — equals the plan of a brand-new grouper, which
-    decides every pod: every PodGroup as it would be written, its member pods and notes, every pod's
+    the :class:`~grouper.controller.plans.PlanCache`) — equals the fresh plan, in which every pod is
+    decided over the cluster as it is (:class:`FreshDecisions`): every PodGroup as it would be written, its member pods and notes, every pod's
     place (PodGroup, sub-group, not grouped, failed), the plugin, the workload and its live pod count;
 (b) the writes the pass sends (its pod patches land after it: they are awaited before comparing) are
     exactly the difference between that fresh plan and the stored objects: a create/update of each
@@ -27,19 +27,27 @@ the passes themselves (one queued workload, or until the queue is empty).
 A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 1,000 derandomized examples
 (``tests/fuzz/test_plan_property_long.py``; ``PLAN_EXAMPLES``, ``PLAN_RANDOM=1``).
 
-The fresh grouper of every pass (``start_grouper(..., handlers=False)``) has caches of its own, filled by a
-LIST of the cluster: informers, their indexes and interned strings, workload index, plan cache, decision
-store. It shares with the running grouper only the :class:`~grouper.core.grouping.Grouper` (configuration,
-definitions) and the grouping memos keyed by content or by (uid, resourceVersion) (``plugins/jobset``,
-``core/validation``, the Karta evaluator's outcomes), which a restart in the machine keeps too (a
-restarted process starts them empty). It routes no pod: it is told the running grouper's pods of the
-workload (routing is checked on its own, ``every_pod_is_routed``).
+The fresh plan is the controller's one planning path with nothing kept (``plan_workload``, as ``grouper
+plan``): every pod decided by the :class:`~grouper.core.grouping.Grouper` over ``InMemoryLookups`` of the
+world's objects. A decision is made again only when it could differ — not the same pod object, other
+definitions, or any of its recorded reads answered differently (``FreshDecisions``: nothing assumed about
+what a decision reads, unlike the controller's dependency index and pod signatures it checks). The first
+checked pass of each example and every ``FULL_EVERY``-th after it are also compared with a whole grouper
+started afresh (``start_grouper(..., handlers=False)``: caches of its own filled by a LIST — informers,
+their indexes and interned strings, workload index, plan cache, decision store — planning through its
+``Reconciler.plan``), which must plan and ask for the same as the pure fresh plan (``_cross_check``).
+Both share with the running grouper only the Grouper (configuration, definitions) and the grouping memos
+keyed by content or by (uid, resourceVersion) (``plugins/jobset``, ``core/validation``, the Karta
+evaluator's outcomes), which a restart in the machine keeps too (a restarted process starts them empty).
+Neither routes a pod: they plan the running grouper's pods of the workload (routing is checked on its
+own, ``every_pod_is_routed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +62,11 @@ from grouper.controller.controller import Controller
 from grouper.controller.reconciler import Result
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
+from grouper.core.decision import Decision
+from grouper.core.grouping import Grouper, is_terminal
+from grouper.core.lookups import InMemoryLookups, Lookups
 from grouper.core.validation import validate_pod_group
-from grouper.core.workload_plan import WorkloadPlan
+from grouper.core.workload_plan import WorkloadPlan, plan_workload
 from grouper.karta import DefinitionRegistry
 from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS
 from grouper.model import objects as o
@@ -73,6 +84,10 @@ ROLE = "example.com/role"
 JS_RJ, JS_INDEX = "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-index"
 MIN_MEMBER = "kai.scheduler/batch-min-member"
 MAX_PASSES = 12  # passes of one workload in one settle: more means the controller does not converge
+# Every pass is compared with the pure fresh plan (``FreshDecisions.plan``); the first of each example and every
+# FULL_EVERY-th after it also with a whole grouper started afresh on the cluster (``_cross_check``: its
+# LIST, informers and indexes cost more than the rest of a pass, ~1.5 ms)
+FULL_EVERY = 8
 
 SHORT = settings(
     max_examples=40,
@@ -185,6 +200,123 @@ def expected_writes(
     return sorted(out)
 
 
+class _Recording:
+    """Lookups that note every read and its answer (:class:`FreshDecisions` checks them again)."""
+
+    def __init__(self, inner: Lookups) -> None:
+        self.inner = inner
+        self.reads: list[tuple[str, tuple[Any, ...], Any]] = []
+
+    def _noted(self, call: str, args: tuple[Any, ...]) -> Any:
+        answer = getattr(self.inner, call)(*args)
+        self.reads.append((call, args, answer))
+        return answer
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
+        return self._noted("get", (api_version, kind, namespace, name))  # type: ignore[no-any-return]
+
+    def list(self, api_version: str, kind: str, namespace: str | None,
+             label_selector: Mapping[str, str] | None = None) -> list[Obj]:
+        return self._noted("list", (api_version, kind, namespace, dict(label_selector) if label_selector else None))  # type: ignore[no-any-return]
+
+    def pod_groups_named(self, namespace: str, base: str) -> list[Obj]:
+        return self._noted("pod_groups_named", (namespace, base))  # type: ignore[no-any-return]
+
+    def priority_class_exists(self, name: str) -> bool:
+        return self._noted("priority_class_exists", (name,))  # type: ignore[no-any-return]
+
+    def defaults_configmap(self) -> Obj | None:
+        return self._noted("defaults_configmap", ())  # type: ignore[no-any-return]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same answer: the very objects of the world (it never changes one in place: a change is a new
+    object), in the same order; or an equal value (a bool, None)."""
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a is b
+    return bool(a == b)
+
+
+@dataclass
+class _Remembered:
+    pod: Obj  # the world's object the decision was made for
+    definitions: tuple[Any, ...]
+    reads: list[tuple[str, tuple[Any, ...], Any]]
+    decision: Decision
+
+
+class FreshDecisions:
+    """``Grouper.decide`` of a pod over the cluster as it is now, made again only when it could differ.
+
+    A decision is a pure function of the pod, the Grouper (its configuration, which never changes here, and
+    its definitions) and the answers of its lookups. Each decision is remembered with the very pod object
+    it was made for, the cluster's definitions and every read it made with the answer (``_Recording``);
+    it is used again only while the world holds that same pod object, the same definitions and every read
+    gives the same answer again — the same objects: the world replaces an object on every change. This
+    is independent of the controller's own mechanism for keeping decisions (a dependency index, pod
+    signatures, resourceVersions), which is what the property tests: here nothing is assumed about what a
+    decision reads. The whole fresh grouper of ``PlanMachine._cross_check`` decides everything anew."""
+
+    def __init__(self, grouper: Grouper, world: World, registry: DefinitionRegistry) -> None:
+        self.grouper, self.world, self.registry = grouper, world, registry
+        self.memo: dict[str, _Remembered] = {}
+        self._lookups: InMemoryLookups | None = None
+        self._at = -1
+        self.stats: Counter[str] = Counter()
+
+    def lookups(self) -> InMemoryLookups:
+        """The cluster as it is now (built again only after a change: every change is a new version)."""
+        if self._lookups is None or self._at != self.world.rv:
+            self._lookups, self._at = InMemoryLookups(self.world.objects.values()), self.world.rv
+        return self._lookups
+
+    def definitions(self) -> tuple[Any, ...]:
+        """What the decisions read of the definitions: the cluster's Kartas (the registry follows them) and
+        the quarantined ones."""
+        return (*self.world.of(KARTA), tuple(sorted(self.registry.quarantined().items())))
+
+    def decide(self, pod: Obj, lookups: InMemoryLookups, definitions: tuple[Any, ...]) -> Decision:
+        name = o.name(pod)
+        was = self.memo.get(name)
+        if (
+            was is not None
+            and was.pod is pod
+            and len(was.definitions) == len(definitions)
+            and all(_same(a, b) for a, b in zip(was.definitions, definitions, strict=True))
+            and all(_same(answer, getattr(lookups, call)(*args)) for call, args, answer in was.reads)
+        ):
+            self.stats["decisions remembered"] += 1
+            return was.decision
+        rec = _Recording(lookups)
+        d = self.grouper.decide(pod, rec)
+        self.memo[name] = _Remembered(pod, definitions, rec.reads, d)
+        self.stats["decisions made"] += 1
+        return d
+
+    def plan(self, wl: WorkloadKey, names: list[str]) -> WorkloadPlan | None:
+        """The plan a grouper started now would make of the workload's pods ``names``: the controller's one
+        planning path (:func:`~grouper.core.workload_plan.plan_workload`, as ``grouper plan``) with no kept
+        decision — every live pod decided over the cluster as it is now (the world's own objects, read
+        through :class:`~grouper.core.lookups.InMemoryLookups`). As a reconcile pass: finished pods are not
+        planned and a pod whose decision names another workload (its owner chain changed) is that
+        workload's. None when no pod is left to plan."""
+        lookups, definitions = self.lookups(), self.definitions()
+        decided: dict[str, Decision] = {}
+        staying: list[Obj] = []
+        for name in sorted(names):
+            pod = self.world.get(POD, NS, name)
+            if pod is None or is_terminal(pod):
+                continue
+            d = decided[name] = self.decide(pod, lookups, definitions)
+            if d.top_owner is None or WorkloadKey.of_ref(d.top_owner, d.pod_namespace) == wl:
+                staying.append(pod)
+        if not staying:
+            return None
+        return plan_workload(staying, lambda pod: decided[o.name(pod)], namespace=NS)
+
+
 # ---------------------------------------------------------------------- the machine
 
 
@@ -203,6 +335,8 @@ class PlanMachine(RuleBasedStateMachine):
         self.pods = 0
         self.workloads = 0
         self.stats: Counter[str] = Counter()
+        self.checks = 0  # passes checked (every FULL_EVERY-th also against a whole fresh grouper)
+        self.fresh = FreshDecisions(self.grouper, self.world, self.registry)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -286,30 +420,23 @@ class PlanMachine(RuleBasedStateMachine):
 
     async def _checked_pass(self, wl: WorkloadKey) -> None:
         ctl, world = self.ctl, self.world
-        # what a grouper started now would plan for the workload, and the writes that plan asks for
-        # (its own caches, filled from the cluster, its own plan cache, index and decision store: nothing
-        # of the running grouper's but the Grouper's configuration and definitions, which a restart keeps)
-        # The fresh grouper plans the pods the running one counts as the workload's: where a pod goes is
-        # routing's business (a pod whose owner was deleted stays with the workload it had until it is
-        # collected; a fresh grouper routes it to itself), the plan of a set of pods is what is compared.
-        # That no pod is lost by routing is checked once the queue is empty (``every_pod_is_routed``), so
-        # the fresh grouper routes nothing (``handlers=False``): it is told the workload's pods.
+        # What a grouper started now would plan for the workload, and the writes that plan asks for: the
+        # pure planning of the controller's path (``plan_workload``) with no kept decision, every pod
+        # decided over the cluster as it is (``FreshDecisions.plan``). It shares nothing of the running grouper's
+        # but the Grouper's configuration and definitions, which a restart keeps.
+        # It plans the pods the running grouper counts as the workload's: where a pod goes is routing's
+        # business (a pod whose owner was deleted stays with the workload it had until it is collected;
+        # a fresh grouper routes it to itself), the plan of a set of pods is what is compared. That no pod
+        # is lost by routing is checked once the queue is empty (``every_pod_is_routed``).
         mine = [pod for pod in ctl.index.pods_of(wl) if world.get(POD, *pod) is not None]
-        want: Canon | None = None
-        want_writes: list[tuple[str, str, str, bytes]] = []
-        # (none left: a fresh grouper has nothing to plan — its _live_pods is None — so none is started)
-        fresh = start_grouper(world, self.grouper, metrics=self.metrics, handlers=False) if mine else None
-        if fresh is not None:
-            for pod in mine:
-                fresh.index.set_pod(pod, wl)
-        found = fresh.reconciler._live_pods(wl) if fresh is not None else None
-        if fresh is not None and found is not None:
-            full = await fresh.reconciler.plan(wl, found[0])
-            if isinstance(full, WorkloadPlan):
-                want = canonical(full)
-                want_writes = expected_writes(fresh, full, world, set(ctl.reconciler._moving.get(wl, ())))
-            else:
-                assert full.status in ("ok",), f"a fresh plan of {wl} gave {full}"
+        full = self.fresh.plan(wl, [n for _, n in mine])
+        self.checks += 1
+        if mine and self.checks % FULL_EVERY == 1:
+            await self._cross_check(wl, mine, full)
+        want = canonical(full) if full is not None else None
+        want_writes = (
+            expected_writes(ctl, full, world, set(ctl.reconciler._moving.get(wl, ()))) if full is not None else []
+        )
         # the pass, its plan caught on its way to being written
         rec = ctl.reconciler
         seen: dict[str, Any] = {}
@@ -350,6 +477,31 @@ class PlanMachine(RuleBasedStateMachine):
                 f"  sent:     {_writes(writes)}\n  expected: {_writes(want_writes)}"
             )
         self.stats["writes"] += len(writes)
+
+    async def _cross_check(self, wl: WorkloadKey, mine: list[tuple[str, str]], pure: WorkloadPlan | None) -> None:
+        """The pure fresh plan against a whole grouper started afresh on the cluster: the controller
+        ``grouper run`` builds, with caches of its own filled by a LIST (informers, their indexes and
+        interned strings, workload index, plan cache, decision store) planning through its reconciler.
+        Both must plan, and ask for, the same: this keeps the controller's wiring (the cache's lookups,
+        its slim objects, ``Reconciler.plan``) under the pure oracle every pass is compared with. It
+        routes no pod (``handlers=False``): it is told the running grouper's pods of the workload."""
+        fresh = start_grouper(self.world, self.grouper, metrics=self.metrics, handlers=False)
+        for pod in mine:
+            fresh.index.set_pod(pod, wl)
+        found = fresh.reconciler._live_pods(wl)
+        plan = await fresh.reconciler.plan(wl, found[0]) if found is not None else None
+        if not isinstance(plan, WorkloadPlan):
+            assert plan is None or plan.status == "ok", f"a fresh grouper's plan of {wl} gave {plan}"
+            plan = None
+        self.stats["cross-checked"] += 1
+        got, want = (canonical(p) if p is not None else None for p in (plan, pure))
+        if got != want:
+            diff = got.diff(want) if got is not None and want is not None else [f"{got} != {want}"]
+            raise AssertionError(f"{wl}: a fresh grouper's plan != the pure fresh plan:\n  " + "\n  ".join(diff))
+        if plan is not None and pure is not None:
+            moving = set(self.ctl.reconciler._moving.get(wl, ()))
+            a, b = expected_writes(fresh, plan, self.world, moving), expected_writes(self.ctl, pure, self.world, moving)
+            assert a == b, f"{wl}: a fresh grouper's writes {_writes(a)} != the pure plan's {_writes(b)}"
 
     async def _settle(self) -> None:
         passes: Counter[WorkloadKey] = Counter()
@@ -671,7 +823,8 @@ class PlanMachine(RuleBasedStateMachine):
         for gvk in (POD, PODGROUP, JOB, KARTA, PRIORITY_CLASS):
             inf = self.ctl.cache.informer(gvk)
             assert inf is not None
-            assert sorted(inf.keys()) == sorted((o.namespace(x), o.name(x)) for x in self.world.of(gvk))
+            keys = inf.keys()
+            assert len(set(keys)) == len(keys) and set(keys) == self.world.names(gvk)
 
 
 def _writes(ws: list[tuple[str, str, str, bytes]]) -> list[str]:

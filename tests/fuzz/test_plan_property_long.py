@@ -14,11 +14,11 @@ from tests.controller.test_plan_property import SHORT, PlanMachine
 
 # make test runs 1,000 sequences, derandomized (the same ones every run: a regression suite that fits CI's
 # budget; they change when the machine's source does); PLAN_EXAMPLES=10000 PLAN_RANDOM=1 explores further
-# (~20-30 min of CPU: 6-9 examples per CPU second, docs/performance.md)
+# (~14 min of CPU on a busy 2-core box: ~80 ms per example, docs/performance.md)
 EXAMPLES = int(os.environ.get("PLAN_EXAMPLES", "1000"))
 LONG = settings(SHORT, max_examples=EXAMPLES, derandomize=os.environ.get("PLAN_RANDOM") != "1")
 # A count of examples, not a time: each sequence runs up to 40 steps through the controller, each pass
-# checked against a grouper started afresh on the cluster (a LIST of every object: most of the cost)
+# checked against a fresh plan of the cluster (every 8th also against a grouper started afresh on it)
 LONG_TIMEOUT_S = 7200
 
 
