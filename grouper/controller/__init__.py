@@ -1,2 +1,1 @@
-"""The control loop: cache-backed lookups, a work queue keyed by workload, the reconciler, leader election
-and the decision store the HTTP API reads."""
+"""The control loop: event handlers route pods to workloads, a work queue and workers run the reconciler."""

@@ -86,9 +86,7 @@ class EventHandlers:
         self._parked: dict[GVK, set[tuple[str, str]]] = {}  # owner kind being started -> pods waiting
         # (namespace, controlling owner reference) -> workload, for the pods routed in one run of the event
         # loop: the pods of a listed or re-routed batch share owners, and nothing can change the cache before
-        # the loop runs something else, when the map is emptied (call_soon). Kept because it pays: without
-        # it the controller's CPU per pod grew 1.06-1.08x for 2,000 5-pod workloads (bench_reconcile.py,
-        # two paired runs of 5 pairs, both orders; 3.1-4.9% more Python calls; docs/performance.md).
+        # the loop runs something else, when the map is emptied (call_soon). It pays: docs/performance.md.
         self._routes: dict[tuple[str, str, str, str, str], WorkloadKey] = {}
         self._refused: dict[tuple[str, str], set[tuple[str, str]]] = {}  # kind outside the allow-list -> pods
 
@@ -150,8 +148,7 @@ class EventHandlers:
 
     def workload_of(self, pod: Obj) -> WorkloadKey | None:
         """Top owner on the cache (the same walk the decision makes), or the pod itself when the walk fails.
-        Pods with the same controlling owner routed in one run of the loop walk once (``_routes``: it pays,
-        see its comment)."""
+        Pods with the same controlling owner routed in one run of the loop walk once (``_routes``)."""
         route = owner_key(pod)
         if route is not None:
             hit = self._routes.get(route)
