@@ -226,11 +226,7 @@ def _kubeflow_command(
 ) -> list[str]:
     """The training-operator: flags, plus (through ``env``) ``TMPDIR`` (where its webhook server reads its
     certificate) and ``MY_POD_NAMESPACE`` (where its rotator reads its Secret)."""
-    tmp = work_dir / "tmp"
-    serving = tmp / "k8s-webhook-server" / "serving-certs"
-    serving.mkdir(parents=True, exist_ok=True)
-    for name in ("tls.crt", "tls.key"):
-        shutil.copy(cert_dir / name, serving / name)
+    tmp = _serving_tmpdir(work_dir, cert_dir)
     # the rotator only checks that this file exists (shared by every instance on the machine: never replaced)
     KUBEFLOW_ROTATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
     if not (KUBEFLOW_ROTATOR_CERT_DIR / "tls.crt").exists():
@@ -298,13 +294,20 @@ def _trainer_command(
     }
     config = work_dir / "config.yaml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    tmp = _serving_tmpdir(work_dir, cert_dir)
+    env = shutil.which("env") or "/usr/bin/env"
+    return [env, f"TMPDIR={tmp}", str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
+
+
+def _serving_tmpdir(work_dir: Path, cert_dir: Path) -> Path:
+    """A ``TMPDIR`` for an operator whose webhook server reads only controller-runtime's default certificate
+    directory, ``$TMPDIR/k8s-webhook-server/serving-certs``: that directory is ``cert_dir``."""
     tmp = work_dir / "tmp"
     (tmp / "k8s-webhook-server").mkdir(parents=True, exist_ok=True)
     serving = tmp / "k8s-webhook-server" / "serving-certs"
     if not serving.exists():
         serving.symlink_to(cert_dir.resolve(), target_is_directory=True)
-    env = shutil.which("env") or "/usr/bin/env"
-    return [env, f"TMPDIR={tmp}", str(binary), f"--config={config}", f"--kubeconfig={kubeconfig}"]
+    return tmp
 
 
 def _json_pointer_set(doc: Any, pointer: str, value: Any, op: str) -> None:

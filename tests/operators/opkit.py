@@ -9,6 +9,7 @@ from typing import Any
 
 from controller.harness import ANNOTATION, SUBGROUP
 from faults.conftest import Audit
+from kube import Kube
 
 from grouper.core.config import GroupingConfig
 from grouper.core.plan import plan
@@ -16,6 +17,7 @@ from grouper.karta import DefinitionRegistry
 from grouper.runtime.composition import build_grouper
 
 REPO = Path(__file__).resolve().parents[2]
+PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 
 
 def typed(items: list[dict[str, Any]], api_version: str, kind: str) -> list[dict[str, Any]]:
@@ -86,3 +88,27 @@ def owner_refs(meta: dict[str, Any]) -> list[dict[str, Any]]:
         {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")}
         for ref in meta.get("ownerReferences") or []
     ]
+
+def assert_stored_are_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The stored PodGroups are those ``grouper plan`` computes from the same live objects (spec and owner),
+    and every pod carries the group and sub-group the plan gives it; returns the stored ones by name."""
+    want = planned(*objs.values())
+    assert want["errors"] == [], want["errors"]
+    stored = {pg["metadata"]["name"]: pg for pg in kube.list(PODGROUPS.format(ns=ns))}
+    assert sorted(stored) == sorted(pg["metadata"]["name"] for pg in want["podGroups"])
+    for want_pg in want["podGroups"]:
+        pg = stored[want_pg["metadata"]["name"]]
+        assert pg["spec"] == want_pg["spec"], pg["metadata"]["name"]
+        assert pg["metadata"]["ownerReferences"] == want_pg["metadata"]["ownerReferences"]
+    decided = {d["name"]: d for d in want["pods"]}
+    for pod in objs["Pod"]:
+        meta = pod["metadata"]
+        assert (meta.get("annotations") or {}).get(ANNOTATION) == decided[meta["name"]]["podGroup"], meta["name"]
+        assert (meta.get("labels") or {}).get(SUBGROUP) == decided[meta["name"]]["subGroup"], meta["name"]
+    return stored
+
+
+def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """:func:`assert_stored_are_planned` for a workload of one PodGroup; returns it."""
+    (pg,) = assert_stored_are_planned(kube, ns, objs).values()
+    return pg

@@ -28,12 +28,19 @@ from typing import Any
 
 import yaml
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
+from controller.harness import ANNOTATION, GrouperThread, label_namespace
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
-from operators.opkit import differences, grouper_writes, owner_refs, planned, typed, uids
+from operators.opkit import (
+    assert_stored_is_planned,
+    differences,
+    grouper_writes,
+    owner_refs,
+    typed,
+    uids,
+)
 
 OPERATORS = ["kuberay"]
 # its own control plane with the kuberay operator (tests/clusters.py; the conftest's default runs JobSet)
@@ -223,25 +230,6 @@ def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> Any:
         return objs if ok and (pred is None or pred(objs)) else None
 
     return wait_until(check, timeout=90, interval=0.25, what=f"{count} Ray pods created and grouped")
-
-
-def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The one stored PodGroup is the one ``grouper plan`` computes from the same live objects, and every
-    pod carries the group and sub-group the plan gives it; returns the stored PodGroup."""
-    want = planned(*objs.values())
-    assert want["errors"] == [], want["errors"]
-    stored = kube.list(PODGROUPS.format(ns=ns))
-    assert [pg["metadata"]["name"] for pg in stored] == [pg["metadata"]["name"] for pg in want["podGroups"]]
-    (pg,) = stored
-    (want_pg,) = want["podGroups"]
-    assert pg["spec"] == want_pg["spec"]
-    assert pg["metadata"]["ownerReferences"] == want_pg["metadata"]["ownerReferences"]
-    decided = {d["name"]: d for d in want["pods"]}
-    for pod in objs["Pod"]:
-        meta = pod["metadata"]
-        assert (meta.get("annotations") or {}).get(ANNOTATION) == decided[meta["name"]]["podGroup"], meta["name"]
-        assert (meta.get("labels") or {}).get(SUBGROUP) == decided[meta["name"]]["subGroup"], meta["name"]
-    return pg
 
 
 def workers(objs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:

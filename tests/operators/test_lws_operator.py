@@ -32,12 +32,20 @@ from typing import Any
 import pytest
 import yaml
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from controller.harness import ANNOTATION, SUBGROUP, GrouperThread, label_namespace
+from controller.harness import ANNOTATION, GrouperThread, label_namespace
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
-from operators.opkit import differences, grouper_writes, normalize, owner_refs, planned, typed, uids
+from operators.opkit import (
+    assert_stored_are_planned,
+    differences,
+    grouper_writes,
+    normalize,
+    owner_refs,
+    typed,
+    uids,
+)
 
 OPERATORS = ["lws"]
 # its own control plane with the lws operator (tests/clusters.py; the conftest's default runs JobSet)
@@ -158,25 +166,6 @@ def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> dict[str, lis
     return objs
 
 
-def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """The stored PodGroups are those ``grouper plan`` computes from the same live objects (one per group),
-    and every pod carries the group and sub-group the plan gives it; returns the stored ones by name."""
-    want = planned(*objs.values())
-    assert want["errors"] == [], want["errors"]
-    stored = {pg["metadata"]["name"]: pg for pg in kube.list(PODGROUPS.format(ns=ns))}
-    assert sorted(stored) == sorted(pg["metadata"]["name"] for pg in want["podGroups"])
-    for want_pg in want["podGroups"]:
-        pg = stored[want_pg["metadata"]["name"]]
-        assert pg["spec"] == want_pg["spec"], pg["metadata"]["name"]
-        assert pg["metadata"]["ownerReferences"] == want_pg["metadata"]["ownerReferences"]
-    decided = {d["name"]: d for d in want["pods"]}
-    for pod in objs["Pod"]:
-        meta = pod["metadata"]
-        assert (meta.get("annotations") or {}).get(ANNOTATION) == decided[meta["name"]]["podGroup"], meta["name"]
-        assert (meta.get("labels") or {}).get(SUBGROUP) == decided[meta["name"]]["subGroup"], meta["name"]
-    return stored
-
-
 def pod_uids(objs: dict[str, list[dict[str, Any]]]) -> set[str]:
     return {p["metadata"]["uid"] for p in objs["Pod"]}
 
@@ -198,7 +187,7 @@ def test_grouper_follows_a_real_leaderworkerset(op_cluster: LocalCluster, okube:
         lws = okube.create(LWSS.format(ns=ns), lws)
         _grouped(okube, ns, 6)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         prefix = f"pg-vllm-70b-{lws['metadata']['uid']}-group-"
         assert sorted(stored) == [f"{prefix}0", f"{prefix}1"]
         for pg in stored.values():
@@ -211,7 +200,7 @@ def test_grouper_follows_a_real_leaderworkerset(op_cluster: LocalCluster, okube:
         okube.patch(path, {"spec": {"replicas": 3}})
         objs = _grouped(okube, ns, 9)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         assert sorted(stored) == [f"{prefix}0", f"{prefix}1", f"{prefix}2"]
         assert {n: stored[n]["metadata"]["resourceVersion"] for n in versions} == versions
         assert grouper_writes(audit, ns, since) == {"podgroups": 1, "pods": 3}
@@ -226,7 +215,7 @@ def test_grouper_follows_a_real_leaderworkerset(op_cluster: LocalCluster, okube:
         grouper.wait_idle(timeout=60)
         objs = live(okube, ns)
         assert [p["metadata"]["name"] for p in objs["Pod"] if p["metadata"]["uid"] not in before] == [victim]
-        stored = assert_stored_is_planned(okube, ns, objs)
+        stored = assert_stored_are_planned(okube, ns, objs)
         assert {n: stored[n]["metadata"]["resourceVersion"] for n in versions} == versions
         assert grouper_writes(audit, ns, since) == {"pods": 1}, "one write: the recreated worker"
 
@@ -254,7 +243,7 @@ def test_leader_ready_groups_the_leader_alone_until_it_is_bound(
         lws = okube.create(LWSS.format(ns=ns), example_lws(replicas=1, startupPolicy="LeaderReady"))
         objs = _grouped(okube, ns, 1)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         name = f"pg-vllm-70b-{lws['metadata']['uid']}-group-0"
         assert list(stored) == [name]
         assert stored[name]["spec"]["minMember"] == 1
@@ -265,7 +254,7 @@ def test_leader_ready_groups_the_leader_alone_until_it_is_bound(
         play_scheduler_and_kubelet(okube, ns, leader)
         objs = _grouped(okube, ns, 3)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         assert stored[name]["spec"]["minMember"] == 3
         assert [(sg["name"], sg["minMember"]) for sg in stored[name]["spec"]["subGroups"]] == [("leader", 1), ("workers", 2)]
         writes = grouper_writes(audit, ns, since)
@@ -346,7 +335,7 @@ def test_a_group_lws_recreates_keeps_its_podgroup(
             lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
         objs = _grouped(okube, ns, 6)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         versions = {name: pg["metadata"]["resourceVersion"] for name, pg in stored.items()}
         for round_ in range(3):
             since, since_all = len(audit.writes(namespace=ns)), len(audit.writes(user_agent_contains="", namespace=ns))
@@ -357,7 +346,7 @@ def test_a_group_lws_recreates_keeps_its_podgroup(
                             and not {p["metadata"]["uid"] for p in _group_pods(o, "1")} & old)
             grouper.wait_idle(timeout=60)
             objs = live(okube, ns)
-            stored = assert_stored_is_planned(okube, ns, objs)
+            stored = assert_stored_are_planned(okube, ns, objs)
             assert _podgroup_writes(audit, ns, since) == [], f"round {round_}: the recreated group's PodGroup rewritten"
             assert {n: stored[n]["metadata"]["resourceVersion"] for n in versions} == versions, f"round {round_}"
             # each pod the controllers created is marked once: the group's 3 new pods, and in the deleted case
@@ -391,7 +380,7 @@ def test_a_removed_group_keeps_its_podgroup_until_the_lws_goes(
         lws = okube.create(LWSS.format(ns=ns), example_lws(replicas=3))
         _grouped(okube, ns, 9)
         grouper.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         prefix = f"pg-vllm-70b-{lws['metadata']['uid']}-group-"
         assert sorted(stored) == [f"{prefix}{i}" for i in range(3)]
         versions = {name: pg["metadata"]["resourceVersion"] for name, pg in stored.items()}
@@ -414,7 +403,7 @@ def test_a_removed_group_keeps_its_podgroup_until_the_lws_goes(
         okube.patch(path, {"spec": {"replicas": 3}})
         objs = _grouped(okube, ns, 9)
         again.wait_idle(timeout=60)
-        stored = assert_stored_is_planned(okube, ns, live(okube, ns))
+        stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         assert {n: pg["metadata"]["resourceVersion"] for n, pg in stored.items()} == versions
         assert grouper_writes(audit, ns, since) == {"pods": 6}, "the new groups' pods, no PodGroup"
         okube.delete(path)
