@@ -63,3 +63,13 @@ def upstream(op_sched_cluster: LocalCluster, skube: Kube, request: pytest.Fixtur
         op_sched_cluster, skube, ns, backend="upstream", scheduler_name="default-scheduler"
     ) as g:
         yield ns, g
+
+
+@pytest.fixture
+def team_a(okube: Kube) -> str:
+    """The examples' own namespace, ``team-a``: the labels some operators derive (LWS's group key, the Job
+    controller's job key under Trainer's JobSet) hash it, so the fixture-truth tests run there."""
+    if not okube.exists("/api/v1/namespaces/team-a"):
+        okube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    wait_until(lambda: okube.exists("/api/v1/namespaces/team-a/serviceaccounts/default"), 30, what="ServiceAccount")
+    return "team-a"

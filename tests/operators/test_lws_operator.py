@@ -113,15 +113,6 @@ def _view(obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return normalize(view, names)
 
 
-@pytest.fixture
-def team_a(okube: Kube) -> str:
-    """The fixture's own namespace (the group-key label hashes it)."""
-    if not okube.exists("/api/v1/namespaces/team-a"):
-        okube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
-    wait_until(lambda: okube.exists("/api/v1/namespaces/team-a/serviceaccounts/default"), 30, what="ServiceAccount")
-    return "team-a"
-
-
 def test_lws_fixture_is_what_the_real_controllers_create(op_cluster: LocalCluster, okube: Kube, team_a: str) -> None:
     """examples/leaderworkerset.yaml's StatefulSets and pods equal, in everything the grouper reads, what the
     LWS and StatefulSet controllers (and LWS's pod webhook) create for its LeaderWorkerSet (no grouper runs
