@@ -4,12 +4,13 @@ log, and the comparison of hand-written fixtures with the objects a real operato
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from controller.harness import ANNOTATION, SUBGROUP
 from faults.conftest import Audit
-from kube import Kube
+from kube import Kube, wait_until
 
 from grouper.core.config import GroupingConfig
 from grouper.core.plan import plan
@@ -112,3 +113,27 @@ def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str,
     """:func:`assert_stored_are_planned` for a workload of one PodGroup; returns it."""
     (pg,) = assert_stored_are_planned(kube, ns, objs).values()
     return pg
+
+
+Objs = dict[str, list[dict[str, Any]]]
+
+
+def wait_grouped(
+    read: Callable[[], Objs], count: int, what: str, *, pods: Callable[[Objs], list[dict[str, Any]]] | None = None,
+    pred: Callable[[Objs], Any] | None = None, settled: bool = False,
+) -> Objs:
+    """The live objects (``read()``) once ``count`` pods (``pods(objs)``, default every Pod) exist and every one
+    is grouped (its PodGroup annotation set), and ``pred(objs)`` holds; ``settled``: none is terminating."""
+
+    def check() -> Objs | None:
+        objs = read()
+        mine = objs["Pod"] if pods is None else pods(objs)
+        ok = len(mine) == count and all(
+            (p["metadata"].get("annotations") or {}).get(ANNOTATION)
+            and not (settled and p["metadata"].get("deletionTimestamp"))
+            for p in mine
+        )
+        return objs if ok and (pred is None or pred(objs)) else None
+
+    objs: Objs = wait_until(check, timeout=90, interval=0.25, what=f"{count} {what} created and grouped")
+    return objs

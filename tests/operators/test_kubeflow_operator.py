@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from controller.harness import ANNOTATION, GrouperThread, label_namespace
+from controller.harness import GrouperThread, label_namespace
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
@@ -40,6 +40,7 @@ from operators.opkit import (
     owner_refs,
     typed,
     uids,
+    wait_grouped,
 )
 
 OPERATORS = ["kubeflow"]
@@ -162,18 +163,7 @@ def test_the_pytorchjob_webhook_is_served(op_cluster: LocalCluster, okube: Kube,
 
 def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> Any:
     """The live objects once ``count`` pods exist, none terminating, every one grouped (and ``pred``)."""
-
-    def check() -> Any:
-        objs = live(kube, ns)
-        pods = objs["Pod"]
-        ok = len(pods) == count and all(
-            (p["metadata"].get("annotations") or {}).get(ANNOTATION) and not p["metadata"].get("deletionTimestamp")
-            for p in pods
-        )
-        return objs if ok and (pred is None or pred(objs)) else None
-
-    return wait_until(check, timeout=90, interval=0.25, what=f"{count} pods created and grouped")
-
+    return wait_grouped(lambda: live(kube, ns), count, "pods", pred=pred, settled=True)
 
 def small(job: dict[str, Any]) -> dict[str, Any]:
     """The job in a test namespace (its pods need no node here): the fixture's spec, 1 CPU per container."""

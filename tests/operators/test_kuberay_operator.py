@@ -40,6 +40,7 @@ from operators.opkit import (
     owner_refs,
     typed,
     uids,
+    wait_grouped,
 )
 
 OPERATORS = ["kuberay"]
@@ -222,15 +223,7 @@ def test_rayjob_fixture_is_what_kuberay_creates(op_cluster: LocalCluster, okube:
 
 def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> Any:
     """The live objects once ``count`` Ray pods exist and every one is grouped (and ``pred(objs)``)."""
-
-    def check() -> Any:
-        objs = live(kube, ns)
-        pods = ray_pods(objs)
-        ok = len(pods) == count and all((p["metadata"].get("annotations") or {}).get(ANNOTATION) for p in pods)
-        return objs if ok and (pred is None or pred(objs)) else None
-
-    return wait_until(check, timeout=90, interval=0.25, what=f"{count} Ray pods created and grouped")
-
+    return wait_grouped(lambda: live(kube, ns), count, "Ray pods", pods=ray_pods, pred=pred)
 
 def workers(objs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return sorted((p for p in ray_pods(objs) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"),

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from controller.harness import ANNOTATION, GrouperThread, label_namespace
+from controller.harness import GrouperThread, label_namespace
 from kube import Kube, wait_until
 
 from devtools.cluster import LocalCluster
@@ -45,6 +45,7 @@ from operators.opkit import (
     owner_refs,
     typed,
     uids,
+    wait_grouped,
 )
 
 OPERATORS = ["lws"]
@@ -146,16 +147,7 @@ def test_lws_fixture_is_what_the_real_controllers_create(op_cluster: LocalCluste
 
 
 def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> dict[str, list[dict[str, Any]]]:
-    def check() -> Any:
-        objs = live(kube, ns)
-        pods = objs["Pod"]
-        ok = len(pods) == count and all((p["metadata"].get("annotations") or {}).get(ANNOTATION) for p in pods)
-        return objs if ok and (pred is None or pred(objs)) else None
-
-    objs: dict[str, list[dict[str, Any]]] = wait_until(check, timeout=90, interval=0.25,
-                                                       what=f"{count} LWS pods created and grouped")
-    return objs
-
+    return wait_grouped(lambda: live(kube, ns), count, "LWS pods", pred=pred)
 
 def pod_uids(objs: dict[str, list[dict[str, Any]]]) -> set[str]:
     return {p["metadata"]["uid"] for p in objs["Pod"]}

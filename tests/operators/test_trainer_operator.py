@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from clusters import DEPLOY_CRDS, Audit, cluster_fixture
-from controller.harness import ANNOTATION, GrouperThread, label_namespace
+from controller.harness import GrouperThread, label_namespace
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
@@ -40,6 +40,7 @@ from operators.opkit import (
     owner_refs,
     planned,
     uids,
+    wait_grouped,
 )
 from operators.trainerkit import (
     CLUSTER_RUNTIMES,
@@ -174,16 +175,7 @@ def test_trainers_webhook_refuses_a_trainjob_of_a_missing_runtime(op_cluster: Lo
 
 
 def _grouped(kube: Kube, ns: str, count: int, pred: Any = None) -> dict[str, list[dict[str, Any]]]:
-    def check() -> Any:
-        objs = live(kube, ns)
-        pods = objs["Pod"]
-        ok = len(pods) == count and all((p["metadata"].get("annotations") or {}).get(ANNOTATION) for p in pods)
-        return objs if ok and (pred is None or pred(objs)) else None
-
-    objs: dict[str, list[dict[str, Any]]] = wait_until(check, timeout=90, interval=0.25,
-                                                       what=f"{count} TrainJob pods created and grouped")
-    return objs
-
+    return wait_grouped(lambda: live(kube, ns), count, "TrainJob pods", pred=pred)
 
 def assert_planned_skipping_top_owner(kube: Kube, ns: str, objs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The one stored PodGroup is the one ``grouper plan`` computes from the same live objects
