@@ -24,10 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
 SCENARIOS = {
-    # name: (workloads, pods per workload, pods per batch)
-    "10x1000-batches-of-50": (10, 1000, 50),
-    "2000x5-batches-of-5": (2000, 5, 5),
-    "4x1000-batches-of-10": (4, 1000, 10),
+    # name: (workloads, pods per workload, pods per batch, kind: Jobs, or JobSets of 8-pod Jobs)
+    "10x1000-batches-of-50": (10, 1000, 50, "job"),
+    "2000x5-batches-of-5": (2000, 5, 5, "job"),
+    "4x1000-batches-of-10": (4, 1000, 10, "job"),
+    # as on a real control plane, where a pass of a filling 1,000-pod workload sees one or two new pods
+    "4x1000-jobset-batches-of-2": (4, 1000, 2, "jobset"),
 }
 
 CHILD = r'''
@@ -41,6 +43,8 @@ from grouper.runtime.composition import build_grouper
 from grouper.model import objects as o
 
 workloads, size, batch = (int(x) for x in sys.argv[2:5])
+kind = sys.argv[5]
+PER_JOB = 8  # a JobSet's pods per Job
 
 async def main():
     world = World()
@@ -53,18 +57,38 @@ async def main():
     patcher = ctl.writers.pods
     cpu = 0.0
     passes = 0
-    jobs = []
+    jobs = []  # per workload: the Job of each of its pods
     for w in range(workloads):
-        jobs.append(world.put({"apiVersion": "batch/v1", "kind": "Job",
-                               "metadata": {"name": f"job{w}", "namespace": NS,
-                                            "annotations": {"kai.scheduler/batch-min-member": str(size)}},
-                               "spec": {"parallelism": size}}))
+        if kind == "job":
+            job = world.put({"apiVersion": "batch/v1", "kind": "Job",
+                             "metadata": {"name": f"job{w}", "namespace": NS,
+                                          "annotations": {"kai.scheduler/batch-min-member": str(size)}},
+                             "spec": {"parallelism": size}})
+            jobs.append([(job, {})] * size)
+            continue
+        js = world.put({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                        "metadata": {"name": f"js{w}", "namespace": NS},
+                        "spec": {"replicatedJobs": [{"name": "w", "replicas": size // PER_JOB,
+                                                     "template": {"spec": {"parallelism": PER_JOB}}}]}})
+        mine = []
+        for j in range(size // PER_JOB):
+            labels = {"jobset.sigs.k8s.io/jobset-name": o.name(js), "jobset.sigs.k8s.io/replicatedjob-name": "w",
+                      "jobset.sigs.k8s.io/job-index": str(j)}
+            job = world.put({"apiVersion": "batch/v1", "kind": "Job",
+                             "metadata": {"name": f"js{w}-w-{j}", "namespace": NS, "labels": labels,
+                                          "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2",
+                                                               "kind": "JobSet", "name": o.name(js),
+                                                               "uid": o.uid(js), "controller": True}]},
+                             "spec": {"parallelism": PER_JOB}})
+            mine += [(job, labels)] * PER_JOB
+        jobs.append(mine)
     for start in range(0, size, batch):
-        for job in jobs:
+        for w, of_pod in enumerate(jobs):
             t0 = time.process_time()
             for i in range(start, min(size, start + batch)):
+                job, labels = of_pod[i]
                 world.put({"apiVersion": "v1", "kind": "Pod",
-                           "metadata": {"name": f"{o.name(job)}-{i}", "namespace": NS,
+                           "metadata": {"name": f"w{w}-{i}", "namespace": NS, "labels": dict(labels),
                                         "creationTimestamp": "2026-12-01T10:00:00Z",
                                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
                                                              "name": o.name(job), "uid": o.uid(job),
@@ -97,9 +121,9 @@ asyncio.run(main())
 
 
 def run(tree: Path, python: str, scenario: str) -> dict[str, float]:
-    workloads, size, batch = SCENARIOS[scenario]
+    workloads, size, batch, kind = SCENARIOS[scenario]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([python, "-c", CHILD, str(tree), str(workloads), str(size), str(batch)],
+    out = subprocess.run([python, "-c", CHILD, str(tree), str(workloads), str(size), str(batch), kind],
                          capture_output=True, text=True, env=env, cwd=tree, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")

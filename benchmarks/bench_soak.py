@@ -4,7 +4,8 @@ Workloads of 5 pods (the cluster benchmark's seven kinds, round-robin, each buil
 ``clusterbench/workloads.py``) are created at ``--rate`` pods/s and each lives ``--live / --rate`` seconds, so
 about ``--live`` pods are alive at any time. A third into its life a workload is scaled up (one more pod,
 built from its own pod template, owned as its siblings are), two thirds in it is scaled down (that pod
-deleted), and at the end of its life it is torn down: its pods deleted, then its top object
+deleted), and at the end of its life (not before every create of it answered: a slow control plane's pods
+created after their workload's teardown would stay behind) it is torn down: its pods deleted, then its top object
 (``propagationPolicy: Background``); the garbage collector removes its intermediates and PodGroups. The grouper runs as in ``cluster_bench.py``
 (its ServiceAccount, leader election, ``--qps=500 --burst=1000``; ``Bench.start_grouper``), one process for the
 whole run; the control plane's garbage collector runs.
@@ -80,6 +81,7 @@ class Live:
     born: float
     clone: str | None = None  # the pod added by the scale-up
     scaled_down: bool = False
+    created: bool = False  # all its objects' creates answered: only then is it torn down
 
 
 def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float | None:
@@ -193,6 +195,10 @@ class Soak:
         except ApiError as e:
             self.counts["request_errors"] += 1
             cb.say(f"create failed: {e}")
+        finally:
+            for w in batch:  # a teardown before a pod's create answered would leave that pod behind
+                if (lv := self.live.get(w.name)) is not None:
+                    lv.created = True
         self.counts["workloads_created"] += len(batch)
         self.counts["pods_created"] += sum(w.pod_count for w in batch)
         self.creates_done_s = max(self.creates_done_s, time.monotonic() - self.t0)
@@ -205,7 +211,7 @@ class Soak:
             now = time.monotonic()
             for lv in list(self.live.values()):
                 age = now - lv.born
-                if age >= self.lifetime:
+                if age >= self.lifetime and lv.created:
                     self.live.pop(lv.w.name, None)  # now: never stepped again
                     step = self.delete(lv)
                 elif age >= self.lifetime * 2 / 3 and lv.clone and not lv.scaled_down:

@@ -13,6 +13,14 @@ costs what changed, not the workload. A pass takes it (:meth:`PlanCache.take_las
 leaves the next one to plan every pod; so does a PodGroup changed by someone else and a resync's check
 (:meth:`PlanCache.unsettle`), and anything that drops the decisions.
 
+With the decisions, an entry holds the workload context of the pass that kept them
+(:class:`grouper.core.workload_context.WorkloadContext`: owner chains walked, each plugin's per-workload part,
+the PodGroup rules' answers), and the next pass that starts from the kept decisions decides its new pods in
+it. It was made from the objects those decisions read, so whatever drops them drops it; its per-workload parts
+are keyed by the top owner's uid and resourceVersion. While a large workload's pods arrive one or two per
+pass, this is what keeps a pass from walking the chain, building a JobSet's sub-groups and running a Karta
+root again for each pod (docs/performance.md: the burst into 1,000-pod workloads).
+
 Kept decisions pay while a workload's pods arrive (a burst, a scale-up); a settled workload's next change
 is rare and costs one plan that decides every pod. So a workload's entry not used for ``Tuning.kept_idle_seconds`` is
 dropped: memory grows with the workloads being reconciled, not with the cluster
@@ -29,6 +37,7 @@ from dataclasses import replace
 
 from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.controller.workloads import WorkloadKey
+from grouper.core.workload_context import WorkloadContext
 from grouper.core.workload_plan import Kept, WorkloadPlan
 from grouper.model.objects import Obj
 
@@ -36,10 +45,10 @@ UNSEEN: Obj = {}  # a pod of a settled plan: not looked at since (read it from t
 
 
 class _Entry:
-    __slots__ = ("kept", "last", "used")
+    __slots__ = ("context", "kept", "last", "used")
 
-    def __init__(self, kept: dict[str, Kept], used: float) -> None:
-        self.kept, self.used = kept, used
+    def __init__(self, kept: dict[str, Kept], used: float, context: WorkloadContext | None) -> None:
+        self.kept, self.used, self.context = kept, used, context
         self.last: tuple[WorkloadPlan, frozenset[str]] | None = None  # the last plan carried out, its terminal pods
 
 
@@ -80,12 +89,19 @@ class PlanCache:
         if entry is not None:
             entry.last = None
 
-    def put(self, wl: WorkloadKey, kept: dict[str, Kept]) -> None:
+    def context(self, wl: WorkloadKey) -> WorkloadContext | None:
+        """The workload context of the pass that kept the decisions (see the module doc), or None."""
+        entry = self._kept.get(wl)
+        return entry.context if entry is not None else None
+
+    def put(self, wl: WorkloadKey, kept: dict[str, Kept], context: WorkloadContext | None = None) -> None:
+        """Keep ``kept`` and, with them, the pass's ``context`` if it saw the cache as it is now (no yield to
+        the event loop since it was made)."""
         if not kept:
             self._kept.pop(wl, None)
             return
         now = self._clock()
-        self._kept[wl] = _Entry(kept, now)
+        self._kept[wl] = _Entry(kept, now, context)
         self._kept.move_to_end(wl)
         self.expire(now)
 

@@ -316,7 +316,8 @@ class Reconciler:
         pods no longer live: ``pods`` are then only those looked at again (:func:`update`)."""
         previous = self.plans.get(wl)
         fresh, held = to_decide(pods, previous)
-        decided, lookups = await self._decide(wl, fresh)
+        kept_context = self.plans.context(wl) if previous is not None else None
+        decided, lookups, context = await self._decide(wl, fresh, kept_context)
         self.metrics.child(self.metrics.decisions, "kept").inc(len(held))
         self.metrics.child(self.metrics.decisions, "decided").inc(len(fresh))
         if lookups.misses:
@@ -346,16 +347,20 @@ class Reconciler:
             plan = update(last[0], staying, last[1] | moved, held, mine, keep_decisions=keep)
         else:
             plan = assemble(wl.namespace, staying, held, mine, keep_decisions=keep)
-        self.plans.put(wl, plan.kept)
+        self.plans.put(wl, plan.kept, context)
         if not plan.pods:
             return Result(plugin=plan.plugin)
         return plan
 
-    async def _decide(self, wl: WorkloadKey, pods: list[Obj]) -> tuple[list[tuple[Obj, Decision]], CacheLookups]:
+    async def _decide(
+        self, wl: WorkloadKey, pods: list[Obj], kept: WorkloadContext | None = None
+    ) -> tuple[list[tuple[Obj, Decision]], CacheLookups, WorkloadContext | None]:
         """Decide each pod in one workload context (:mod:`grouper.core.workload_context`: the owner chain
         walked once, the plugin's per-workload part computed once); the returned lookups hold what all the
-        decisions read together. The context lives while the cache cannot change under it: a pass that
-        yields to the event loop starts a new one."""
+        decisions read together. The context lives while the cache cannot change under it: a pass starts
+        from ``kept`` (the context the plan cache kept with the workload's decisions: what could change it
+        dropped both), and a pass that yields to the event loop starts a new one. Returns the context as
+        of now (None if the cache may have changed since it was made), for the plan cache."""
         seen = self.cache.lookups()
         step = self.tuning.decide_chunk
         if pods and self._sandboxed(wl):
@@ -372,15 +377,16 @@ class Reconciler:
                     out.extend((pod, self._decide_one(pod, seen, workload)) for pod in chunk)
                 return out
 
-            return await asyncio.to_thread(decide_all), seen
+            return await asyncio.to_thread(decide_all), seen, None  # (the loop ran on meanwhile)
         out = []
-        workload = WorkloadContext()  # (no pods to prepare for together: a batch run is the sandboxed path's)
+        # (no pods to prepare for together: a batch run is the sandboxed path's)
+        workload = kept if kept is not None else WorkloadContext()
         coop = Cooperative(step)  # a huge workload must not starve the workers and watches
         for pod in pods:
             out.append((pod, self._decide_one(pod, seen, workload)))
             if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
                 workload = WorkloadContext()
-        return out, seen
+        return out, seen, workload
 
     def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext) -> Decision:
         """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
@@ -651,7 +657,8 @@ class Reconciler:
             error: str | None = None
             retryable = False  # a PodGroup that breaks the rules waits for a change of its input
             desired, notes = md.to_object(), g.notes
-            problems = validate_pod_group(md)
+            context = self.plans.context(wl)  # its PodGroup rules' answers, by PodGroup (pure, so always valid)
+            problems = context.validate(md) if context is not None else validate_pod_group(md)
             if problems:
                 error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
                 self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()

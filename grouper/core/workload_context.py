@@ -16,8 +16,11 @@ admission webhook's single decision (``Grouper.decide`` makes a context of one p
   the same one.
 
 It is valid for one unchanging view of the cluster: a pass that yields to the event loop (the cache may have
-moved on) starts a new one. Nothing in it outlives its pass, so nothing is bounded, invalidated or shared
-between threads. Pure: it reads only what the decisions hand it.
+moved on) starts a new one. The controller keeps a pass's context with the decisions it kept
+(:class:`grouper.controller.plans.PlanCache`) for the workload's next pass, and drops it with them when
+anything they read changes; so it is never invalidated on its own, and never shared between threads (the
+Karta path, which decides in a worker thread, does not keep it). What it holds grows with the workload's
+distinct owners and PodGroups, not its pods. Pure: it reads only what the decisions hand it.
 """
 
 from __future__ import annotations
@@ -54,8 +57,9 @@ class WorkloadContext:
     def __init__(self, pods: Sequence[Obj] = ()) -> None:
         self.pods = pods
         self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
-        # (plugin, top owner identity) -> (the top owner it was made for, its part, the error it raised)
-        self._prepared: dict[tuple[int, Any], tuple[Obj, Any, GroupingError | None]] = {}
+        # (plugin, top owner identity) -> (the plugin and top owner it was made for, its part, the error it
+        # raised); both are held so that neither id() is reused while the context lives
+        self._prepared: dict[tuple[int, Any], tuple[Preparing, Obj, Any, GroupingError | None]] = {}
         self._validated: dict[tuple[Any, ...], list[str]] = {}
 
     def chain(self, pod: Obj, lookups: Lookups) -> OwnerChain:
@@ -83,13 +87,13 @@ class WorkloadContext:
         hit = self._prepared.get(key)
         if hit is None:
             try:
-                hit = (top_owner, plugin.prepare(top_owner, self.pods), None)
+                hit = (plugin, top_owner, plugin.prepare(top_owner, self.pods), None)
             except GroupingError as exc:
-                hit = (top_owner, None, exc)
-            self._prepared[key] = hit  # (the top owner is held: an id() is not reused while it lives)
-        if hit[2] is not None:
-            raise hit[2]
-        return hit[1]
+                hit = (plugin, top_owner, None, exc)
+            self._prepared[key] = hit
+        if hit[3] is not None:
+            raise hit[3]
+        return hit[2]
 
     def validate(self, md: PodGroupMetadata) -> list[str]:
         """The PodGroup rules' errors for ``md`` (:func:`validate_pod_group`), checked once per distinct

@@ -369,18 +369,20 @@ def _joined(group: PlannedGroup, joiners: list[str], kept: Mapping[str, Kept]) -
     if any(k.view is not view for _, k in entries):
         return None
     newest_name, _ = max([(group.newest, top), *entries], key=_merge_order)
-    md = view.copy_without_pods()
+    md = view.copy_without_pods(share=True)
     if md.sub_groups:
-        before = {sg.name: sg.pods for sg in group.metadata.sub_groups}
-        by_sg = {sg.name: sg.pods for sg in md.sub_groups}
-        for name, pods in by_sg.items():
-            pods.extend(before.get(name, ()))
+        into: dict[str, list[str]] = {}
         for n, k in entries:
-            into = by_sg.get(k.sub_group) if k.sub_group else None
-            if into is not None:
-                into.append(n)
-        for pods in by_sg.values():
-            pods.sort()
+            if k.sub_group:
+                into.setdefault(k.sub_group, []).append(n)
+        before = {sg.name: sg for sg in group.metadata.sub_groups}
+        for i, sg in enumerate(md.sub_groups):
+            last = before.get(sg.name)
+            joining = into.get(sg.name)
+            if last is not None and joining is None and last.same_spec(sg):
+                md.sub_groups[i] = last  # no joiner: the last plan's, pods and all (never changed once made)
+            else:
+                md.sub_groups[i] = sg.with_pods(sorted([*(last.pods if last is not None else ()), *(joining or ())]))
     return PlannedGroup(md, sorted([*group.pods, *joiners]), [], newest_name)
 
 

@@ -89,6 +89,18 @@ class SubGroup:
     topology: TopologyConstraint | None = None
     pods: list[str] = field(default_factory=list)
 
+    def with_pods(self, pods: list[str]) -> SubGroup:
+        """``replace(self, pods=pods)`` at a fifth of its cost (merging copies every sub-group of a JobSet's
+        PodGroup, 126 for 125 replicas, each pass); a test holds it to ``replace``."""
+        return SubGroup(self.name, self.min_member, self.min_sub_group, self.parent, self.topology, pods)
+
+    def same_spec(self, other: SubGroup) -> bool:
+        """Equal but for the pods."""
+        return self is other or (
+            self.name == other.name and self.min_member == other.min_member and self.min_sub_group == other.min_sub_group
+            and self.parent == other.parent and self.topology == other.topology
+        )
+
     def to_spec(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
         if self.min_sub_group is not None:
@@ -141,12 +153,14 @@ class PodGroupMetadata:
             warnings=list(self.warnings),
         )
 
-    def copy_without_pods(self) -> PodGroupMetadata:
+    def copy_without_pods(self, *, share: bool = False) -> PodGroupMetadata:
         """A copy to merge members into: new sub-group objects with empty pod lists; the rest is shared
-        (a decision's metadata is not changed after it is made), so merging costs O(sub-groups)."""
+        (a decision's metadata is not changed after it is made), so merging costs O(sub-groups).
+        ``share``: the sub-groups themselves are this metadata's, in a new list, for a caller that
+        replaces each one it gives pods to."""
         return replace(
             self,
-            sub_groups=[replace(sg, pods=[]) for sg in self.sub_groups],
+            sub_groups=list(self.sub_groups) if share else [sg.with_pods([]) for sg in self.sub_groups],
             labels=dict(self.labels),
             annotations=dict(self.annotations),
             provenance=dict(self.provenance),
@@ -157,7 +171,7 @@ class PodGroupMetadata:
         """The metadata without what only explains a decision (provenance: the decision's record has it)
         and without pod lists: what the controller keeps between reconciles to write the PodGroup again.
         Sub-groups without pods are kept as they are (shared, never changed), the rest copied."""
-        return replace(self, provenance={}, sub_groups=[replace(sg, pods=[]) if sg.pods else sg for sg in self.sub_groups])
+        return replace(self, provenance={}, sub_groups=[sg.with_pods([]) if sg.pods else sg for sg in self.sub_groups])
 
     def bound_copied_metadata(self) -> Dropped:
         """Drop the labels and annotations the API server would refuse (:mod:`.metadata_limits`), in

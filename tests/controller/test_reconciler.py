@@ -296,3 +296,27 @@ def test_a_pod_decided_again_while_its_patch_flies_is_looked_at_once_it_lands(be
     bench.run(bench.ctl.reconciler.reconcile(other_wl))
     bench.run(bench.landed())
     assert bench.marks() == {"train-0": f"pg-other-{o.uid(other)}"} and JOB and o.uid(job)
+
+
+def test_the_workload_context_is_kept_with_the_decisions_and_dropped_with_them(bench: Bench) -> None:
+    """A pass that starts from kept decisions decides its new pods in the context the pass that kept them
+    made (owner chains walked, per-workload parts); a change of what they read drops both."""
+    job = bench.job(2)
+    plans = bench.ctl.reconciler.plans
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    context = plans.context(WL)
+    assert context is not None
+    bench.pod(job, "train-2")  # the Job's controller adds a pod: decided in the kept context
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    assert plans.context(WL) is context and bench.decided("decided") == 3
+    changed = copy.deepcopy(bench.world.get(JOB, NS, "train"))
+    assert changed is not None
+    changed["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "3"
+    bench.world.put(changed)
+    assert plans.get(WL) is None and plans.context(WL) is None, "the Job the decisions read changed"
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert plans.context(WL) not in (None, context)
+    (pg,) = bench.world.of(PODGROUP)
+    assert pg["spec"]["minMember"] == 3, "decided again from the changed Job, not from the dropped context"
