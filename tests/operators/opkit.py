@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.harness import ANNOTATION, SUBGROUP
+from controller.harness import ANNOTATION, SUBGROUP, GrouperThread
 from faults.conftest import Audit
 from kube import Kube, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.core.config import GroupingConfig
 from grouper.core.plan import plan
 from grouper.karta import DefinitionRegistry
@@ -137,3 +138,25 @@ def wait_grouped(
 
     objs: Objs = wait_until(check, timeout=90, interval=0.25, what=f"{count} {what} created and grouped")
     return objs
+
+
+def restart_then_delete(
+    cluster: LocalCluster, kube: Kube, audit: Audit, ns: str, path: str, what: str, *,
+    meanwhile: Callable[[GrouperThread], None] | None = None,
+) -> None:
+    """The tail of a test that followed a real operator: a new grouper over the same objects writes nothing
+    (level-triggered, no needless write); ``meanwhile(grouper)`` runs with it (its writes are its own to
+    count); then deleting the workload at ``path`` garbage-collects every PodGroup of ``ns`` and nothing is
+    written for it. ``what`` names the workload in the messages ("its PyTorchJob")."""
+    since = len(audit.writes(namespace=ns))
+    with GrouperThread(cluster, ns) as again:
+        again.wait_idle(timeout=60)
+        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
+        if meanwhile is not None:
+            meanwhile(again)
+            since = len(audit.writes(namespace=ns))
+        kube.delete(path)
+        wait_until(lambda: not kube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
+                   what=f"the PodGroups garbage-collected with {what}")
+    assert grouper_writes(audit, ns, since) == {}, f"nothing written for deleting {what}"
+

@@ -38,6 +38,7 @@ from operators.opkit import (
     grouper_writes,
     normalize,
     owner_refs,
+    restart_then_delete,
     typed,
     uids,
     wait_grouped,
@@ -50,7 +51,6 @@ REPO = Path(__file__).resolve().parents[2]
 KF = "kubeflow.org/v1"
 PYTORCHJOBS = "/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
 MPIJOBS = "/apis/kubeflow.org/v1/namespaces/{ns}/mpijobs"
-PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 JOB_NAME = "training.kubeflow.org/job-name"
 # pod spec fields the grouper reads (scheduler, priority) or the operator sets (the MPI launcher's DNS)
 POD_SPEC_FIELDS = ("schedulerName", "priorityClassName", "hostname", "subdomain")
@@ -248,12 +248,4 @@ def test_grouper_follows_a_real_job(op_cluster: LocalCluster, okube: Kube, ons: 
         allowed = ([], [f"{name}-worker-2"]) if kind == "PyTorchJob" else ([],)
         assert pod_writes in allowed, f"scale-down: pod writes {pod_writes}"
 
-    # a new grouper over the same objects: nothing to write (level-triggered, no needless write)
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
-        okube.delete(path)
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what=f"the PodGroup garbage-collected with its {kind}")
-    assert grouper_writes(audit, ns, since) == {}, f"nothing written for a deleted {kind}"
+    restart_then_delete(op_cluster, okube, audit, ns, path, f"its {kind}")
