@@ -150,6 +150,9 @@ def restart_then_delete(
     written for it. ``what`` names the workload in the messages ("its PyTorchJob")."""
     since = len(audit.writes(namespace=ns))
     with GrouperThread(cluster, ns) as again:
+        # idle is not enough: a restarted grouper's pods wait, off its queue, for their owner kind's cache
+        wait_until(lambda: decided_all(again, kube, ns), timeout=90, interval=0.25,
+                   what="the restarted grouper deciding every pod")
         again.wait_idle(timeout=60)
         assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
         if meanwhile is not None:
@@ -160,3 +163,11 @@ def restart_then_delete(
                    what=f"the PodGroups garbage-collected with {what}")
     assert grouper_writes(audit, ns, since) == {}, f"nothing written for deleting {what}"
 
+
+def decided_all(grouper: GrouperThread, kube: Kube, ns: str) -> bool:
+    """Whether ``grouper`` has a decision for every live pod of ``ns`` (the pod of that uid)."""
+    for pod in kube.list(f"/api/v1/namespaces/{ns}/pods"):
+        rec = grouper.store.pod(ns, pod["metadata"]["name"])
+        if rec is None or rec.decided_at is None or rec.uid != pod["metadata"]["uid"]:
+            return False
+    return True
