@@ -119,6 +119,29 @@ def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str,
 Objs = dict[str, list[dict[str, Any]]]
 
 
+def wait_planned(kube: Kube, ns: str, read: Callable[[], Objs], what: str) -> dict[str, dict[str, Any]]:
+    """:func:`assert_stored_are_planned` once it holds for the live objects (``read()``): the grouper has
+    caught up with the operator's last change (a pod the test sees created or deleted says nothing of
+    whether the grouper has yet seen the spec change behind it, and ``wait_idle`` only waits for what the
+    grouper has received). Returns the stored PodGroups; on timeout, raises the last mismatch."""
+    last: list[AssertionError] = []
+
+    def check() -> dict[str, dict[str, Any]] | None:
+        try:
+            return assert_stored_are_planned(kube, ns, read())
+        except AssertionError as e:
+            last[:] = [e]
+            return None
+
+    try:
+        stored: dict[str, dict[str, Any]] = wait_until(check, timeout=90, interval=0.25, what=what)
+    except TimeoutError:
+        if last:
+            raise last[0] from None
+        raise
+    return stored
+
+
 def wait_grouped(
     read: Callable[[], Objs], count: int, what: str, *, pods: Callable[[Objs], list[dict[str, Any]]] | None = None,
     pred: Callable[[Objs], Any] | None = None, settled: bool = False,

@@ -42,6 +42,7 @@ from operators.opkit import (
     typed,
     uids,
     wait_grouped,
+    wait_planned,
 )
 
 OPERATORS = ["kubeflow"]
@@ -227,6 +228,8 @@ def test_grouper_follows_a_real_job(op_cluster: LocalCluster, okube: Kube, ons: 
         since = len(audit.writes(namespace=ns))
         set_workers(3)
         _grouped(okube, ns, 4, lambda o: f"{name}-worker-2" in names_of(o))
+        # worker-2 grouped says the grouper saw the pod, not yet the new replicas (another watch)
+        wait_planned(okube, ns, lambda: live(okube, ns), "the PodGroup following Worker replicas 3")
         grouper.wait_idle(timeout=60)
         pg = assert_stored_is_planned(okube, ns, live(okube, ns))
         assert pg["spec"]["minMember"] == 4
@@ -239,6 +242,8 @@ def test_grouper_follows_a_real_job(op_cluster: LocalCluster, okube: Kube, ons: 
         since = len(audit.writes(namespace=ns))
         set_workers(2)
         _grouped(okube, ns, 3, lambda o: f"{name}-worker-2" not in names_of(o))
+        # worker-2 gone says the operator is done, not that the grouper has seen it or the new replicas yet
+        wait_planned(okube, ns, lambda: live(okube, ns), "the PodGroup following Worker replicas 2")
         grouper.wait_idle(timeout=60)
         pg = assert_stored_is_planned(okube, ns, live(okube, ns))
         assert pg["spec"]["minMember"] == 3
