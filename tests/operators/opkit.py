@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.harness import ANNOTATION, SUBGROUP
+from controller.harness import ANNOTATION, SUBGROUP, GrouperThread
 from faults.conftest import Audit
 from kube import Kube, wait_until
 
+from devtools.cluster import LocalCluster
 from grouper.core.config import GroupingConfig
 from grouper.core.plan import plan
 from grouper.karta import DefinitionRegistry
@@ -118,6 +119,29 @@ def assert_stored_is_planned(kube: Kube, ns: str, objs: dict[str, list[dict[str,
 Objs = dict[str, list[dict[str, Any]]]
 
 
+def wait_planned(kube: Kube, ns: str, read: Callable[[], Objs], what: str) -> dict[str, dict[str, Any]]:
+    """:func:`assert_stored_are_planned` once it holds for the live objects (``read()``): the grouper has
+    caught up with the operator's last change (a pod the test sees created or deleted says nothing of
+    whether the grouper has yet seen the spec change behind it, and ``wait_idle`` only waits for what the
+    grouper has received). Returns the stored PodGroups; on timeout, raises the last mismatch."""
+    last: list[AssertionError] = []
+
+    def check() -> dict[str, dict[str, Any]] | None:
+        try:
+            return assert_stored_are_planned(kube, ns, read())
+        except AssertionError as e:
+            last[:] = [e]
+            return None
+
+    try:
+        stored: dict[str, dict[str, Any]] = wait_until(check, timeout=90, interval=0.25, what=what)
+    except TimeoutError:
+        if last:
+            raise last[0] from None
+        raise
+    return stored
+
+
 def wait_grouped(
     read: Callable[[], Objs], count: int, what: str, *, pods: Callable[[Objs], list[dict[str, Any]]] | None = None,
     pred: Callable[[Objs], Any] | None = None, settled: bool = False,
@@ -137,3 +161,36 @@ def wait_grouped(
 
     objs: Objs = wait_until(check, timeout=90, interval=0.25, what=f"{count} {what} created and grouped")
     return objs
+
+
+def restart_then_delete(
+    cluster: LocalCluster, kube: Kube, audit: Audit, ns: str, path: str, what: str, *,
+    meanwhile: Callable[[GrouperThread], None] | None = None,
+) -> None:
+    """The tail of a test that followed a real operator: a new grouper over the same objects writes nothing
+    (level-triggered, no needless write); ``meanwhile(grouper)`` runs with it (its writes are its own to
+    count); then deleting the workload at ``path`` garbage-collects every PodGroup of ``ns`` and nothing is
+    written for it. ``what`` names the workload in the messages ("its PyTorchJob")."""
+    since = len(audit.writes(namespace=ns))
+    with GrouperThread(cluster, ns) as again:
+        # idle is not enough: a restarted grouper's pods wait, off its queue, for their owner kind's cache
+        wait_until(lambda: decided_all(again, kube, ns), timeout=90, interval=0.25,
+                   what="the restarted grouper deciding every pod")
+        again.wait_idle(timeout=60)
+        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
+        if meanwhile is not None:
+            meanwhile(again)
+            since = len(audit.writes(namespace=ns))
+        kube.delete(path)
+        wait_until(lambda: not kube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
+                   what=f"the PodGroups garbage-collected with {what}")
+    assert grouper_writes(audit, ns, since) == {}, f"nothing written for deleting {what}"
+
+
+def decided_all(grouper: GrouperThread, kube: Kube, ns: str) -> bool:
+    """Whether ``grouper`` has a decision for every live pod of ``ns`` (the pod of that uid)."""
+    for pod in kube.list(f"/api/v1/namespaces/{ns}/pods"):
+        rec = grouper.store.pod(ns, pod["metadata"]["name"])
+        if rec is None or rec.decided_at is None or rec.uid != pod["metadata"]["uid"]:
+            return False
+    return True

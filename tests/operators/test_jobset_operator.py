@@ -25,13 +25,12 @@ from faults.conftest import Audit
 from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
-from operators.opkit import differences, grouper_writes, normalize, owner_refs, planned, uids
+from operators.opkit import PODGROUPS, differences, grouper_writes, normalize, owner_refs, planned, uids
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "jobset-demo.yaml"
 DEMO_PODS = REPO / "examples" / "jobset-demo-pods.yaml"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
-PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 # a pod's name is <job>-<completion index>-<5 random characters> (the Job controller's generateName)
 POD_NAME = re.compile(r"^(?P<prefix>.+-\d+-)[a-z0-9]{5}$")
 # pod spec fields the grouper reads (resources for describe/get, scheduler, priority) or the Job sets

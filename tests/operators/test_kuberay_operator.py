@@ -34,10 +34,12 @@ from kube import Kube, wait_until
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
 from operators.opkit import (
+    PODGROUPS,
     assert_stored_is_planned,
     differences,
     grouper_writes,
     owner_refs,
+    restart_then_delete,
     typed,
     uids,
     wait_grouped,
@@ -50,7 +52,6 @@ REPO = Path(__file__).resolve().parents[2]
 RAY = "ray.io/v1"
 RAYCLUSTERS = "/apis/ray.io/v1/namespaces/{ns}/rayclusters"
 RAYJOBS = "/apis/ray.io/v1/namespaces/{ns}/rayjobs"
-PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 # KubeRay's generated names end in 5 random characters: pods (generateName), a RayJob's RayCluster
 RANDOM = re.compile(r"-[a-z0-9]{5}$")
 # the labels the API server adds to a Job's pod template (the fixture's Job is written without them)
@@ -294,15 +295,7 @@ def test_grouper_follows_a_real_raycluster(op_cluster: LocalCluster, okube: Kube
         assert pg["metadata"]["resourceVersion"] == rv, "the PodGroup was rewritten for a recreated pod"
         assert grouper_writes(audit, ns, since) == {"pods": 1}, "one write: the recreated worker"
 
-    # a new grouper over the same objects: nothing to write (level-triggered, no needless write)
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
-        okube.delete(path)
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what="the PodGroup garbage-collected with its RayCluster")
-    assert grouper_writes(audit, ns, since) == {}, "nothing written for a deleted RayCluster"
+    restart_then_delete(op_cluster, okube, audit, ns, path, "its RayCluster")
 
 
 def test_grouper_follows_a_real_rayjob(op_cluster: LocalCluster, okube: Kube, ons: str, audit: Audit) -> None:
@@ -386,10 +379,4 @@ def test_grouper_follows_a_real_rayservice(op_cluster: LocalCluster, okube: Kube
         assert okube.get(f"{PODGROUPS.format(ns=ns)}/{pg['metadata']['name']}")["metadata"]["resourceVersion"] == rv
         assert grouper_writes(audit, ns, since) == {"podgroups": 1, "pods": 3}, "something written twice"
 
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
-        okube.delete(f"{RAYSERVICES.format(ns=ns)}/{name}")
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what="the PodGroup garbage-collected with its RayService")
+    restart_then_delete(op_cluster, okube, audit, ns, f"{RAYSERVICES.format(ns=ns)}/{name}", "its RayService")

@@ -38,11 +38,13 @@ from kube import Kube, wait_until
 from devtools.cluster import LocalCluster
 from grouper.describe.resources import pod_request
 from operators.opkit import (
+    PODGROUPS,
     assert_stored_are_planned,
     differences,
     grouper_writes,
     normalize,
     owner_refs,
+    restart_then_delete,
     typed,
     uids,
     wait_grouped,
@@ -55,7 +57,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "leaderworkerset.yaml"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWSS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
-PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 # pod spec fields the grouper reads (scheduler, priority) or the StatefulSet controller sets
 POD_SPEC_FIELDS = ("schedulerName", "priorityClassName", "hostname", "subdomain")
 
@@ -202,15 +203,7 @@ def test_grouper_follows_a_real_leaderworkerset(op_cluster: LocalCluster, okube:
         assert {n: stored[n]["metadata"]["resourceVersion"] for n in versions} == versions
         assert grouper_writes(audit, ns, since) == {"pods": 1}, "one write: the recreated worker"
 
-    # a new grouper over the same objects: nothing to write (level-triggered, no needless write)
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
-        okube.delete(path)
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what="the PodGroups garbage-collected with their LWS")
-    assert grouper_writes(audit, ns, since) == {}, "nothing written for a deleted LWS"
+    restart_then_delete(op_cluster, okube, audit, ns, path, "their LWS")
 
 
 def test_leader_ready_groups_the_leader_alone_until_it_is_bound(
@@ -379,16 +372,14 @@ def test_a_removed_group_keeps_its_podgroup_until_the_lws_goes(
             assert {n: pg["metadata"]["resourceVersion"] for n, pg in stored.items()} == versions
             assert grouper_writes(audit, ns, since) == {}, f"replicas {replicas}: nothing to write"
 
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
+    def scale_back_up(again: GrouperThread) -> None:
         okube.patch(path, {"spec": {"replicas": 3}})
-        objs = _grouped(okube, ns, 9)
+        _grouped(okube, ns, 9)
         again.wait_idle(timeout=60)
         stored = assert_stored_are_planned(okube, ns, live(okube, ns))
         assert {n: pg["metadata"]["resourceVersion"] for n, pg in stored.items()} == versions
         assert grouper_writes(audit, ns, since) == {"pods": 6}, "the new groups' pods, no PodGroup"
-        okube.delete(path)
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what="the PodGroups garbage-collected with their LWS")
+
+    # before the restart, as the helper's own first count (which must find nothing): the 6 are scale_back_up's
+    since = len(audit.writes(namespace=ns))
+    restart_then_delete(op_cluster, okube, audit, ns, path, "their LWS", meanwhile=scale_back_up)

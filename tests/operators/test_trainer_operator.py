@@ -39,6 +39,7 @@ from operators.opkit import (
     normalize,
     owner_refs,
     planned,
+    restart_then_delete,
     uids,
     wait_grouped,
 )
@@ -58,7 +59,6 @@ from operators.trainerkit import (
 op_cluster = cluster_fixture("op_cluster", shared=False, audit=True, crds=DEPLOY_CRDS, operators=OPERATORS)
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "trainjob.yaml"
-PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
 SKIP_TOP_OWNER = "SkipTopOwner Grouper"
 # a pod's name is <job>-<completion index>-<5 random characters> (the Job controller's generateName)
 POD_NAME = re.compile(r"^(?P<prefix>.+-\d+-)[a-z0-9]{5}$")
@@ -230,16 +230,8 @@ def test_grouper_follows_a_real_trainjob(
         assert after["metadata"]["resourceVersion"] == rv, "the PodGroup was rewritten for a replaced pod"
         assert grouper_writes(audit, ns, since) == {"pods": 1}, "one write: the new pod's group and sub-group"
 
-    # a new grouper over the same objects: nothing to write (level-triggered, no needless write)
-    since = len(audit.writes(namespace=ns))
-    with GrouperThread(op_cluster, ns) as again:
-        again.wait_idle(timeout=60)
-        assert grouper_writes(audit, ns, since) == {}, "a restarted grouper rewrote what was right"
-        okube.delete(path)
-        wait_until(lambda: not okube.list(PODGROUPS.format(ns=ns)), timeout=90, interval=0.25,
-                   what="the PodGroup garbage-collected with the TrainJob's JobSet")
-        assert not okube.list(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets")
-    assert grouper_writes(audit, ns, since) == {}, "nothing written for a deleted TrainJob"
+    restart_then_delete(op_cluster, okube, audit, ns, path, "the TrainJob and its JobSet")
+    assert not okube.list(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets")
 
 
 def test_trainers_coscheduling_gang_is_inert_for_kai_so_the_grouper_groups(
