@@ -7,8 +7,9 @@ election on (``--leader-elect=true``, the Lease in kai-system, ``--identity`` pe
 at its default (kubernetes); ``--no-leader-elect`` for a single replica. A separate process, it is polled
 (log file and ``/readyz``) every 5 ms until ``/readyz`` answers 200; the CPU time the process (and its jq
 sandbox) used until then is noted (less sensitive to a busy box than wall time), then it is stopped
-(SIGTERM: it releases the Lease, so the next run takes it at once). The *milestones* of each run, medians
-printed: the first log line, "connecting to" (the HTTP server is up and the clients are built), the first
+(SIGTERM: it releases the Lease, so the next run takes it at once). The HTTP API (FastAPI) starts loading in a
+thread right after that first 200, so the CPU read can include its first milliseconds, never less. The
+*milestones* of each run, medians printed: the first log line, "connecting to" (the HTTP server is up and the clients are built), the first
 informer's list done, the caches synced, ``/readyz`` 200. The run whose ready time is the median prints its
 *timeline*: each log line's offset from the process start (the JSON log's millisecond timestamps), then
 the first 200.
