@@ -269,8 +269,8 @@ def create_app(service_state: AppState, *, access: ApiAccess | None = None) -> F
 
     # -------------------------------------------------------------------------------------- health
 
-    def _health(result: HealthResponse) -> JSONResponse:
-        return JSONResponse(result.model_dump(), status_code=200 if result.status == "ok" else 503)
+    def _health(result: health.Health) -> JSONResponse:
+        return JSONResponse(result.body(), status_code=result.http_status)
 
     health_responses: dict[int | str, dict[str, Any]] = {503: {"model": HealthResponse, "description": "Failing"}}
 

@@ -22,19 +22,51 @@ Unlike upstream's plain pings (kai-podgrouper.md §4.4):
   API server IS ready: it serves the API and takes over the moment it wins the lease.
 
 Both answer 200 ``{"status": "ok"}`` or 503 ``{"status": "failing"}`` with every check and its message.
+
+The results are plain dataclasses, not the API's pydantic models: ``grouper run`` answers its probes with them
+before it imports pydantic and FastAPI (``grouper.runtime.http_front``), and the API's routes send the same
+:meth:`Health.body` (its OpenAPI schema is ``grouper.api.models.HealthResponse``, which a test holds it to).
 """
 
 from __future__ import annotations
 
-from grouper.api.models import Check, HealthResponse
+from dataclasses import dataclass
+from typing import Any, Literal
+
 from grouper.api.state import HealthLimits, HealthSnapshot
+from grouper.observability.health import Role
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Health:
+    """A probe's answer: ``status`` ``ok`` (200) or ``failing`` (503), the role, every check."""
+
+    status: Literal["ok", "failing"]
+    role: Role | None
+    checks: list[Check]
+
+    @property
+    def http_status(self) -> int:
+        return 200 if self.status == "ok" else 503
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body, field for field ``grouper.api.models.HealthResponse``."""
+        return {"status": self.status, "role": self.role,
+                "checks": [{"name": c.name, "ok": c.ok, "message": c.message} for c in self.checks]}
 
 
 def _ago(now: float, then: float) -> str:
     return f"{max(0.0, now - then):.1f}s ago"
 
 
-def liveness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
+def liveness(s: HealthSnapshot, limits: HealthLimits) -> Health:
     checks = [Check(name="event-loop", ok=True, message="serving this request")]
     if s.fatal:
         checks.append(Check(name="service", ok=False, message=s.fatal))
@@ -64,7 +96,7 @@ def liveness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
     return _response(checks, s)
 
 
-def readiness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
+def readiness(s: HealthSnapshot, limits: HealthLimits) -> Health:
     checks: list[Check] = []
     unsynced = sorted(name for name, synced in s.informers.items() if not synced)
     if s.informer_errors:
@@ -91,9 +123,9 @@ def readiness(s: HealthSnapshot, limits: HealthLimits) -> HealthResponse:
     return _response(checks, s)
 
 
-def _response(checks: list[Check], s: HealthSnapshot) -> HealthResponse:
+def _response(checks: list[Check], s: HealthSnapshot) -> Health:
     ok = all(c.ok for c in checks)
-    return HealthResponse(status="ok" if ok else "failing", role=s.role, checks=checks)
+    return Health(status="ok" if ok else "failing", role=s.role, checks=checks)
 
 
-__all__ = ["liveness", "readiness"]
+__all__ = ["Check", "Health", "liveness", "readiness"]

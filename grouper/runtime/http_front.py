@@ -1,12 +1,14 @@
-"""The HTTP server's application while ``grouper run`` starts: the probes answer at once, the API loads aside.
+"""The HTTP server's application while ``grouper run`` starts: the probes answer at once, the API loads later.
 
-The HTTP API (FastAPI, Starlette, its route models, the UI) costs about half of ``grouper run``'s start-up CPU
-(~0.45 s of ~1 s on a 2-core box: importing FastAPI and building the app), yet the kubelet asks only
+The HTTP API (FastAPI, Starlette, pydantic, its route models, the UI) costs ~0.35 s of CPU to import and
+build, more than half of what the rest of ``grouper run`` needs to be ready, yet the kubelet asks only
 ``/healthz`` and ``/readyz`` until the pod is ready. :class:`StartupFront` serves those two itself, from the
-same checks and with the same bodies as the API's routes (:mod:`grouper.api.health` over
-:meth:`grouper.api.state.StateReader.health`), while the API is built in a thread started with the service
-(the loop meanwhile mostly waits on the API server and the Karta sandbox). Any other request waits for the
-API, then is the API's; once built, every request, probes included, goes to the API as before.
+same checks and with the same bodies as the API's routes (:mod:`grouper.api.health`, plain dataclasses, over
+:meth:`grouper.api.state.StateReader.health`), and builds the API in a thread only once it is needed
+(:meth:`StartupFront.start_loading`): after its first ``/readyz`` 200 (the kubelet's probe), so the build
+never competes for the interpreter with the start-up itself, or at the first other request, which waits for
+the API and then is the API's. Once built, every request, probes included, goes to the API as before.
+Nothing on the way to ready imports FastAPI or pydantic (tests/runtime/test_ready_imports.py).
 """
 
 from __future__ import annotations
@@ -34,18 +36,23 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class StartupFront:
-    """An ASGI app answering ``GET /healthz`` and ``GET /readyz`` until ``build()`` (run in a thread by
-    :meth:`start_loading`) has returned the real app; after that, the real app for everything."""
+    """An ASGI app answering ``GET /healthz`` and ``GET /readyz`` until ``build()`` has returned the real app
+    (run in a thread by :meth:`start_loading`: after the first ``/readyz`` 200, at the first other request,
+    or when the owner calls it); after that, the real app for everything."""
 
     def __init__(self, state: AppState, build: Callable[[], App]) -> None:
         self._reader = StateReader(state)
         self._build = build
         self.app: Future[App] = Future()
+        self._loading = False
 
     def start_loading(self) -> Future[App]:
-        """Build the real app in a daemon thread, now; the future holds it or why it could not be built."""
-        if self.app.set_running_or_notify_cancel():
-            threading.Thread(target=self._load, name="load-http-api", daemon=True).start()
+        """Build the real app in a daemon thread, started by the first call (later calls return the same
+        future; all calls from the loop's thread); the future holds the app or why it could not be built."""
+        if not self._loading:
+            self._loading = True
+            if self.app.set_running_or_notify_cancel():
+                threading.Thread(target=self._load, name="load-http-api", daemon=True).start()
         return self.app
 
     def _load(self) -> None:
@@ -63,17 +70,19 @@ class StartupFront:
             await self.app.result()(scope, receive, send)
         elif scope["type"] == "http" and scope["method"] == "GET" and scope["path"] in ("/healthz", "/readyz"):
             await self._probe(scope["path"], send)
-        else:
-            await (await asyncio.wrap_future(self.app))(scope, receive, send)
+        else:  # not a probe: the API's, which this request starts loading unless readiness already did
+            await (await asyncio.wrap_future(self.start_loading()))(scope, receive, send)
 
     async def _probe(self, path: str, send: Send) -> None:
-        """What the API's route answers: the check's model as compact JSON, 200 when ok, else 503."""
+        """What the API's route answers: the check's body as compact JSON, 200 when ok, else 503."""
         check = health.liveness if path == "/healthz" else health.readiness
         result = check(self._reader.health(), self._reader.limits)
-        body = orjson.dumps(result.model_dump())
-        await send({"type": "http.response.start", "status": 200 if result.status == "ok" else 503,
+        body = orjson.dumps(result.body())
+        await send({"type": "http.response.start", "status": result.http_status,
                     "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
+        if path == "/readyz" and result.http_status == 200:
+            self.start_loading()  # ready: the API loads now, after the start-up it would have slowed
 
 
 __all__ = ["StartupFront"]

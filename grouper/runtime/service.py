@@ -7,10 +7,10 @@ client-side rate limit, a request timeout of half the renew deadline), so a busy
 can never delay a Lease renewal past its deadline.
 
 Start order: HTTP (so probes answer while caches sync; the API itself — FastAPI — loads in a thread
-meanwhile, ``http_front.py``) → caches synced → leader campaign (or workers right away without
-``--leader-elect``). Stop order (SIGTERM/SIGINT): stop taking work, drain in-flight
-reconciles (``--shutdown-drain-seconds``), release the lease, stop informers, stop HTTP, close the
-clients. A supervised task that cannot recover makes liveness fail and the service exit with code 1.
+after the first ``/readyz`` 200, or at the first request that needs it, ``http_front.py``) → caches
+synced → leader campaign (or workers right away without ``--leader-elect``). Stop order
+(SIGTERM/SIGINT): stop taking work, drain in-flight reconciles (``--shutdown-drain-seconds``), release
+the lease, stop informers, stop HTTP, close the clients. A supervised task that cannot recover makes liveness fail and the service exit with code 1.
 """
 
 from __future__ import annotations
@@ -244,10 +244,11 @@ class Service:
             if not api.cancelled() and api.exception() is not None:
                 loop.call_soon_threadsafe(self._fatal, f"the HTTP API could not be built: {api.exception()!r}")
 
+        # the API (FastAPI, pydantic) loads once ready, or at the first request that is not a probe
         front = StartupFront(self.state, build)
+        front.app.add_done_callback(loaded)
         self.http = HttpServer(front, self.settings.http_bind_address)
         await self.http.start()
-        front.start_loading().add_done_callback(loaded)
         self.supervisor.spawn("http", self._watch_http)
 
     async def _watch_http(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from grouper.api.health import liveness, readiness
+from grouper.api.models import HealthResponse
 from grouper.api.pagination import TokenError, decode_token, encode_token, query_fingerprint
 from grouper.api.security import BearerAuth, TokenFileError
 from grouper.api.selectors import Requirement, SelectorError, parse_selector
@@ -158,3 +159,21 @@ def test_readiness_names_the_failing_informer_and_the_api_error() -> None:
     msgs = {c.name: c.message for c in body.checks}
     assert "Pod.v1: watch down for 7.0s" in msgs["informers"]
     assert "limit 15s" in msgs["api-server"] and "refused" in msgs["api-server"]
+
+
+def test_health_bodies_are_what_the_api_schema_says() -> None:
+    """The probes' bodies are built without pydantic (so ``grouper run`` answers them before importing it);
+    the OpenAPI schema of ``/healthz`` and ``/readyz`` is ``HealthResponse``: each body is exactly a valid one."""
+    now = time.monotonic()
+    snapshots = [
+        HealthSnapshot(role="single", started=False),
+        HealthSnapshot(role="leader", informers={"Pod.v1": True}, last_api_contact=now, now=now),
+        HealthSnapshot(role="standby", fatal="task http crashed", informers={"Pod.v1": False},
+                       informer_errors={"Pod.v1": "forbidden"}, queue_depth=3, worker_heartbeat=now - 500,
+                       last_api_contact=now - 60, api_error="refused", now=now),
+    ]
+    for snap in snapshots:
+        for result in (liveness(snap, HealthLimits()), readiness(snap, HealthLimits())):
+            body = result.body()
+            assert HealthResponse.model_validate(body).model_dump() == body
+            assert result.http_status == (200 if body["status"] == "ok" else 503)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import orjson
+
 from grouper.api.health import readiness
 from grouper.api.state import HealthLimits, HealthSnapshot
 
@@ -19,7 +21,7 @@ from clusterbench.observers import _failing_checks  # noqa: E402
 def test_failing_checks_of_a_real_503_name_each_failing_check_only() -> None:
     now = 1000.0
     snap = HealthSnapshot(role="leader", informers={"Pod.v1": True}, last_api_contact=now - 20, now=now)
-    body = readiness(snap, HealthLimits(api_contact=15.0)).model_dump_json().encode()
+    body = orjson.dumps(readiness(snap, HealthLimits(api_contact=15.0)).body())
     reason = _failing_checks(body)
     assert reason == "api-server: last answer 20.0s ago (limit 15s)"
 

@@ -1,6 +1,7 @@
 """What start-up imports: the CLI never loads the HTTP service stack (FastAPI, pydantic, uvicorn) to build
-its parser, the service module not FastAPI (the API loads aside while the probes answer), and nothing loads
-the ``kubernetes`` package (kubeconfig files are read by grouper/kube/kubeconfig.py)."""
+its parser, the service module neither FastAPI nor pydantic (the API loads once the service is ready; the
+probes answer without it, tests/runtime/test_ready_imports.py pins that for a running ``grouper run``), and
+nothing loads the ``kubernetes`` package (kubeconfig files are read by grouper/kube/kubeconfig.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def test_cli_parser_does_not_import_the_service_stack_and_nothing_imports_kubern
     seen = imported()
     assert not {"fastapi", "pydantic", "uvicorn", "starlette"} & seen["parser"]
     assert {"uvicorn", "aiohttp"} <= seen["run"]  # the service still has them
-    # ... but not the HTTP API: it loads in a thread once the probes answer (grouper/runtime/http_front.py)
-    assert not {"fastapi", "starlette"} & seen["run"]
+    # ... but not the HTTP API: it loads in a thread once ready (grouper/runtime/http_front.py), and the
+    # probes' answers are plain dataclasses (grouper/api/health.py), so nothing imports pydantic either
+    assert not {"fastapi", "starlette", "pydantic", "pydantic_core"} & seen["run"]
     assert "kubernetes" not in seen["run"]
 
 

@@ -117,3 +117,34 @@ async def test_an_api_that_cannot_be_built_fails_the_requests_waiting_for_it() -
         await asyncio.wrap_future(front.app)
     with pytest.raises(RuntimeError, match="no FastAPI"):
         await call(front, "/metrics")
+
+
+async def test_the_api_loads_only_after_the_first_ready_answer_or_for_another_request() -> None:
+    """Nothing starts building the API while the service starts (its CPU would slow the start-up): the first
+    ``/readyz`` 200 starts it, or else the first request that is not a probe."""
+    builds: list[str] = []
+    snapshot: list[HealthSnapshot] = [HealthSnapshot(role="standby", started=False)]
+    state = AppState(settings=RunSettings(leader_elect=True, http_auth="none"), health=lambda: snapshot[0])
+
+    def build() -> App:
+        builds.append("built")
+        return create_app(state)
+
+    front = StartupFront(state, build)
+    assert [(await call(front, path))[0] for path in ("/healthz", "/readyz", "/readyz")] == [200, 503, 503]
+    assert not front.app.running() and not front.app.done() and builds == []
+    snapshot[0] = ready_snapshot()
+    assert (await call(front, "/healthz"))[0] == 200
+    assert not front.app.running() and not front.app.done(), "a liveness answer is not readiness"
+    assert (await call(front, "/readyz"))[0] == 200
+    assert front.app.running() or front.app.done(), "ready: the API is being built"
+    await asyncio.wrap_future(front.app)
+    assert builds == ["built"]
+    assert (await call(front, "/readyz"))[0] == 200 and builds == ["built"], "built once"
+
+    other = StartupFront(STATES["starting"](), lambda: create_app(STATES["starting"]()))
+    metrics = asyncio.create_task(call(other, "/metrics"))  # never ready: the request itself loads the API
+    await asyncio.sleep(0)  # one step of the request: up to its wait for the API
+    assert other.app.running() or other.app.done(), "the request started the build"
+    status, _headers, body = await metrics
+    assert status == 200 and b"podgrouper_" in body
