@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from grouper.controller.holds import Holds
+from grouper.controller.lookup_snapshot import Hints, LookupSnapshot
 from grouper.controller.plans import PlanCache
 from grouper.controller.queue import WorkQueue
 from grouper.controller.tuning import DEFAULT_TUNING, Tuning
@@ -179,6 +180,7 @@ class Reconciler:
         # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
         self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
+        self._snapshot_hints = Hints()  # what a Karta kind's passes asked of the loop from their thread
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
             stored_of=self.pod_groups_owned,
             pods_naming=self._pods_naming,
@@ -361,32 +363,43 @@ class Reconciler:
         if pods and self._sandboxed(wl):
             # A Karta's jq runs in a worker process and may take up to its query timeout (a hostile
             # cluster definition, a slow one from --definitions): wait for it off the event loop so no
-            # other workload, watch or probe stalls. Cache reads from the thread are plain dict lookups,
-            # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run (the Karta
-            # plugin's per-workload part), in a context of its own: the event loop runs on meanwhile.
+            # other workload, watch or probe stalls. The thread never reads the cache, which the loop keeps
+            # changing meanwhile: it reads a snapshot of what the decisions read (.lookup_snapshot: the owner
+            # chains taken here, on the loop, before it starts; anything else asked of the loop once), with
+            # the same reads recorded, so a change of any of it queues the workload again. Each chunk's pod
+            # expressions go to the sandbox in one run (the Karta plugin's per-workload part), in a
+            # context of its own.
+            kind = (wl.group, wl.kind)
+            snapshot = LookupSnapshot(self.cache)
+            snapshot.prefetch(pods, self._snapshot_hints.of(kind))
+
             def decide_all() -> list[tuple[Obj, Decision]]:
                 out: list[tuple[Obj, Decision]] = []
                 for i in range(0, len(pods), step):
                     chunk = pods[i : i + step]
                     workload = WorkloadContext(chunk)
-                    out.extend((pod, self._decide_one(pod, seen, workload)) for pod in chunk)
+                    out.extend((pod, self._decide_one(pod, seen, workload, snapshot.lookups())) for pod in chunk)
                 return out
 
-            return await asyncio.to_thread(decide_all), seen
+            decided = await asyncio.to_thread(decide_all)
+            self._snapshot_hints.learn(kind, snapshot.asked)
+            if snapshot.moved():  # decided over a view the cluster left meanwhile: look again
+                self.queue.add(wl)
+            return decided, seen
         out = []
         workload = WorkloadContext()  # (no pods to prepare for together: a batch run is the sandboxed path's)
         coop = Cooperative(step)  # a huge workload must not starve the workers and watches
         for pod in pods:
-            out.append((pod, self._decide_one(pod, seen, workload)))
+            out.append((pod, self._decide_one(pod, seen, workload, self.cache.lookups())))
             if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
                 workload = WorkloadContext()
         return out, seen
 
-    def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext) -> Decision:
-        """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
-        find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
-        re-queues the workload without discarding the decisions its other pods already have (``Absent.retry``)."""
-        lookups = self.cache.lookups()
+    def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext, lookups: CacheLookups) -> Decision:
+        """One decision over ``lookups`` (fresh: the cache's, or a snapshot's), its reads added to ``seen``. An
+        object a *failed* decision looked for and did not find (a pod's owner whose watch event is still
+        behind) is recorded as a retry key: its arrival re-queues the workload without discarding the
+        decisions its other pods already have (``Absent.retry``)."""
         d = self.grouper.decide(pod, lookups, workload)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused

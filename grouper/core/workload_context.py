@@ -16,8 +16,9 @@ admission webhook's single decision (``Grouper.decide`` makes a context of one p
   the same one.
 
 It is valid for one unchanging view of the cluster: a pass that yields to the event loop (the cache may have
-moved on) starts a new one. Nothing in it outlives its pass, so nothing is bounded, invalidated or shared
-between threads. Pure: it reads only what the decisions hand it.
+moved on) starts a new one; a Karta pass decided in a worker thread reads a snapshot the loop took for it
+(``grouper.controller.lookup_snapshot``), which does not move. Nothing in it outlives its pass, so nothing
+is bounded, invalidated or shared between threads. Pure: it reads only what the decisions hand it.
 """
 
 from __future__ import annotations
