@@ -95,8 +95,7 @@ class PlanCache:
         return entry.context if entry is not None else None
 
     def put(self, wl: WorkloadKey, kept: dict[str, Kept], context: WorkloadContext | None = None) -> None:
-        """Keep ``kept`` and, with them, the pass's ``context`` if it saw the cache as it is now (no yield to
-        the event loop since it was made)."""
+        """Keep ``kept`` and the pass's ``context``, if it saw the cache as it is now (module doc)."""
         if not kept:
             self._kept.pop(wl, None)
             return

@@ -32,6 +32,7 @@ from grouper.core.decision import Decision
 from grouper.core.gang_state import parse_time
 from grouper.core.grouping import Grouper, is_terminal  # the one rule for finished pods (plan agrees)
 from grouper.core.hold import Held
+from grouper.core.owner_chain import OWNER_GONE_REASONS, deleted_on_chain
 from grouper.core.satisfiable import plan_reasons
 from grouper.core.step_aside import STEP_ASIDE_REASONS
 from grouper.core.validation import validate_pod_group
@@ -49,6 +50,7 @@ from grouper.kube.cache import (
     Dependency,
 )
 from grouper.kube.cooperative import Cooperative
+from grouper.kube.lookup_snapshot import Hints, LookupSnapshot, decide_off_loop
 from grouper.kube.transport import ApiError
 from grouper.model import objects as o
 from grouper.model.objects import GVK, Obj
@@ -67,7 +69,6 @@ log = logging.getLogger(__name__)
 # what a Result is called in metrics and logs: ok | error (retried with back-off) | failed (terminal: waits
 # for a change) | requeue (again at once or after a delay, no error) | not_leader (not counted)
 Status = Literal["ok", "error", "failed", "requeue", "not_leader"]
-OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 
 
 @dataclass
@@ -179,6 +180,7 @@ class Reconciler:
         # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
         self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
+        self._snapshot_hints = Hints()  # what a Karta kind's passes asked of the loop from their thread
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
             stored_of=self.pod_groups_owned,
             pods_naming=self._pods_naming,
@@ -355,44 +357,40 @@ class Reconciler:
     async def _decide(
         self, wl: WorkloadKey, pods: list[Obj], kept: WorkloadContext | None = None
     ) -> tuple[list[tuple[Obj, Decision]], CacheLookups, WorkloadContext | None]:
-        """Decide each pod in one workload context (:mod:`grouper.core.workload_context`: the owner chain
-        walked once, the plugin's per-workload part computed once); the returned lookups hold what all the
-        decisions read together. The context lives while the cache cannot change under it: a pass starts
-        from ``kept`` (the context the plan cache kept with the workload's decisions: what could change it
-        dropped both), and a pass that yields to the event loop starts a new one. Returns the context as
-        of now (None if the cache may have changed since it was made), for the plan cache."""
+        """Decide each pod in one workload context (:mod:`grouper.core.workload_context`), from ``kept`` (the
+        plan cache's, kept with the decisions), a new one after each yield to the loop; the returned lookups
+        hold what all the decisions read, and the context is returned if the cache is as it saw it."""
         seen = self.cache.lookups()
         step = self.tuning.decide_chunk
         if pods and self._sandboxed(wl):
-            # A Karta's jq runs in a worker process and may take up to its query timeout (a hostile
-            # cluster definition, a slow one from --definitions): wait for it off the event loop so no
-            # other workload, watch or probe stalls. Cache reads from the thread are plain dict lookups,
-            # safe under the GIL. Each chunk's pod expressions go to the sandbox in one run (the Karta
-            # plugin's per-workload part), in a context of its own: the event loop runs on meanwhile.
-            def decide_all() -> list[tuple[Obj, Decision]]:
+            # A Karta's jq runs in a worker process, up to its query timeout: decided off the event loop over a
+            # snapshot (kube/lookup_snapshot.py); each chunk's pod expressions go to the sandbox in one run.
+            def decide_all(snapshot: LookupSnapshot) -> list[tuple[Obj, Decision]]:
                 out: list[tuple[Obj, Decision]] = []
                 for i in range(0, len(pods), step):
                     chunk = pods[i : i + step]
                     workload = WorkloadContext(chunk)
-                    out.extend((pod, self._decide_one(pod, seen, workload)) for pod in chunk)
+                    out.extend((pod, self._decide_one(pod, seen, workload, snapshot.lookups())) for pod in chunk)
                 return out
 
-            return await asyncio.to_thread(decide_all), seen, None  # (the loop ran on meanwhile)
+            decided, moved = await decide_off_loop(self.cache, self._snapshot_hints, (wl.group, wl.kind), pods, decide_all)
+            if moved:  # decided over a view the cluster left meanwhile: look again
+                self.queue.add(wl)
+            return decided, seen, None  # (its context is not kept: the loop ran on meanwhile)
         out = []
-        # (no pods to prepare for together: a batch run is the sandboxed path's)
         workload = kept if kept is not None else WorkloadContext()
         coop = Cooperative(step)  # a huge workload must not starve the workers and watches
         for pod in pods:
-            out.append((pod, self._decide_one(pod, seen, workload)))
+            out.append((pod, self._decide_one(pod, seen, workload, self.cache.lookups())))
             if await coop.tick():  # yielded: the watches may have changed the cache meanwhile
                 workload = WorkloadContext()
         return out, seen, workload
 
-    def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext) -> Decision:
-        """One decision, its reads added to ``seen``. An object a *failed* decision looked for and did not
-        find (a pod's owner whose watch event is still behind) is recorded as a retry key: its arrival
-        re-queues the workload without discarding the decisions its other pods already have (``Absent.retry``)."""
-        lookups = self.cache.lookups()
+    def _decide_one(self, pod: Obj, seen: CacheLookups, workload: WorkloadContext, lookups: CacheLookups) -> Decision:
+        """One decision over ``lookups`` (fresh: the cache's, or a snapshot's), its reads added to ``seen``. An
+        object a *failed* decision looked for and did not find (a pod's owner whose watch event is still
+        behind) is recorded as a retry key: its arrival re-queues the workload without discarding the
+        decisions its other pods already have (``Absent.retry``)."""
         d = self.grouper.decide(pod, lookups, workload)  # a shared chain's reads are the first sibling's, in seen
         seen.misses |= lookups.misses
         seen.refused |= lookups.refused
@@ -451,7 +449,7 @@ class Reconciler:
                 self.metrics.stepped_aside.labels(reason=d.reason).inc()
             if d.outcome != "error":
                 continue
-            if d.reason in OWNER_GONE_REASONS and self._owner_was_deleted(pod, lookups):
+            if d.reason in OWNER_GONE_REASONS and deleted_on_chain(pod, lookups, self.deleted.recently):
                 awaiting_gc += 1  # its owner was just deleted: the garbage collector removes the pod next
                 continue
             log.warning("pod not grouped: %s", d.message, extra={"pod": d.pod_key, "plugin": d.plugin, "reason": d.reason})
@@ -732,26 +730,6 @@ class Reconciler:
         """Record "unchanged" once for a pod already marked (e.g. by an earlier run of the grouper)."""
         if self.store.unpatched_record(o.namespace(pod), o.name(pod)):
             self.store.record_pod_patched(o.namespace(pod), o.name(pod), "unchanged")
-
-    def _owner_was_deleted(self, pod: Obj, lookups: CacheLookups) -> bool:
-        """Whether an owner on the pod's chain was deleted moments ago (seen as a DELETED watch event)."""
-        cur: Obj | None = pod
-        for _ in range(32):
-            if cur is None:
-                return False
-            refs = o.owner_references(cur)
-            if any(self.deleted.recently(str(r.get("uid") or "")) for r in refs):
-                return True
-            ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-            if ref is None:
-                return False
-            try:
-                cur = lookups.get(
-                    str(ref.get("apiVersion")), str(ref.get("kind")), o.namespace(pod), str(ref.get("name"))
-                )
-            except Exception:  # forbidden / not cached: nothing more to learn
-                return False
-        return False
 
     def _replaced(self, wl: WorkloadKey, owner: str, wanted: set[str]) -> tuple[list[Obj], bool]:
         """PodGroups owned by the workload (``owner``: its uid) or by one of its pods (the per-pod PodGroup of

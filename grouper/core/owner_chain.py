@@ -15,6 +15,7 @@ Differences from KAI (kai-podgrouper.md §1.3, §8 items 5 and 6), chosen delibe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from grouper.core.lookups import Lookups
@@ -157,3 +158,27 @@ def owner_key(pod: Obj) -> tuple[str, str, str, str, str] | None:
 
 def _identity(obj: Obj) -> str:
     return o.uid(obj) or f"{obj.get('kind')}/{o.namespace(obj)}/{o.name(obj)}"
+
+
+# A decision that failed for one of these found a pod whose owner is not (or no longer) the one it names.
+OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
+
+
+def deleted_on_chain(pod: Obj, lookups: Lookups, recently_deleted: Callable[[str], bool]) -> bool:
+    """Whether an owner on the pod's chain (by uid) was deleted moments ago (``recently_deleted``: the
+    controller's record of DELETED watch events); the walk follows the controlling references it finds."""
+    cur: Obj | None = pod
+    for _ in range(32):
+        if cur is None:
+            return False
+        refs = o.owner_references(cur)
+        if any(recently_deleted(str(r.get("uid") or "")) for r in refs):
+            return True
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if ref is None:
+            return False
+        try:
+            cur = lookups.get(str(ref.get("apiVersion")), str(ref.get("kind")), o.namespace(pod), str(ref.get("name")))
+        except Exception:  # forbidden / not cached: nothing more to learn
+            return False
+    return False

@@ -16,11 +16,12 @@ admission webhook's single decision (``Grouper.decide`` makes a context of one p
   the same one.
 
 It is valid for one unchanging view of the cluster: a pass that yields to the event loop (the cache may have
-moved on) starts a new one. The controller keeps a pass's context with the decisions it kept
-(:class:`grouper.controller.plans.PlanCache`) for the workload's next pass, and drops it with them when
-anything they read changes; so it is never invalidated on its own, and never shared between threads (the
-Karta path, which decides in a worker thread, does not keep it). What it holds grows with the workload's
-distinct owners and PodGroups, not its pods. Pure: it reads only what the decisions hand it.
+moved on) starts a new one; a Karta pass decided in a worker thread reads a snapshot the loop took for it
+(``grouper.kube.lookup_snapshot``), which does not move. The controller keeps a pass's context with the
+decisions it kept (:class:`grouper.controller.plans.PlanCache`) for the workload's next pass, and drops it
+with them when anything they read changes; so it is never invalidated on its own, and never shared between
+threads (the Karta path does not keep it). What it holds grows with the workload's distinct owners and
+PodGroups, not its pods. Pure: it reads only what the decisions hand it.
 """
 
 from __future__ import annotations

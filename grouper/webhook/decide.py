@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from grouper.controller.controller import Controller
 from grouper.core.decision import Decision
+from grouper.core.owner_chain import OWNER_GONE_REASONS
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 from grouper.webhook.admission import Decide
@@ -16,7 +17,6 @@ from grouper.webhook.admission import Decide
 # watch event may not be in the cache yet, or its kind not watched yet. Wait for it, inside the webhook's
 # timeout (2 s in the registration).
 OWNER_WAIT_SECONDS = 3.0
-OWNER_GONE_REASONS = ("OwnerNotFound", "OwnerUidMismatch")
 
 
 def controller_decider(controller: Controller, *, owner_wait: float = OWNER_WAIT_SECONDS) -> Decide:
