@@ -46,7 +46,7 @@ cluster:
 
 # every test: the image first (installs podman/runc/mmdebstrap when missing; tests/deploy runs the image) and the
 # tools (Prometheus, Chromium for the metrics and browser tests),
-# then the suite, then the long fuzz run (10,000 examples per core fuzz test, 1,000 sequences of the planning property: a few minutes)
+# then the suite, then the long fuzz run (10,000 examples per core fuzz test, 10,000 10-step sequences of the planning property: a few minutes)
 test: venv cluster operators image tools
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/pytest -q -m fuzz_long tests/fuzz

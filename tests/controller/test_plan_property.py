@@ -24,8 +24,9 @@ finished, pod deleted, owner scaled (Job min-member, JobSet replicas, Batchling 
 restarted (fresh state, same cluster; optionally deciding ahead as a standby does, ``predecide``), and
 the passes themselves (one queued workload, or until the queue is empty).
 
-A short run by default; ``pytest -m fuzz_long tests/fuzz`` runs 1,000 derandomized examples
-(``tests/fuzz/test_plan_property_long.py``; ``PLAN_EXAMPLES``, ``PLAN_RANDOM=1``).
+A short run by default (40 sequences of up to 40 steps); ``pytest -m fuzz_long tests/fuzz`` runs 10,000
+derandomized ones of up to 10 steps (``tests/fuzz/test_plan_property_long.py``; ``PLAN_EXAMPLES``,
+``PLAN_STEPS``, ``PLAN_RANDOM=1``).
 
 The fresh plan is the controller's one planning path with nothing kept (``plan_workload``, as ``grouper
 plan``): every pod decided by the :class:`~grouper.core.grouping.Grouper` over ``InMemoryLookups`` of the
