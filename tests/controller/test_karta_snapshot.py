@@ -134,7 +134,7 @@ def test_an_owner_deleted_while_the_thread_decides_is_not_seen_by_the_pass_and_q
         kw.world.delete(key_of(kw.batchling))  # its watch event, on the loop, mid-pass
 
     rec.grouper = Interleaved(kw.grouper, kw.loop, delete_owner)  # type: ignore[assignment]
-    decided, seen = kw.run(rec._decide(WL, kw.pods()))
+    decided, seen, _ = kw.run(rec._decide(WL, kw.pods()))
     assert rec.grouper.done and kw.world.get(BATCHLING, NS, "b") is None  # deleted after the first decision
     assert kw.ctl.cache.get(BATCHLING, NS, "b") is None  # and the cache has it gone
     # every pod was decided over the Batchling as the pass found it: one PodGroup, four members
@@ -174,14 +174,14 @@ def test_the_snapshot_records_what_the_live_cache_would(kw: KartaWorld, monkeypa
         return ask_loop(self, query)
 
     monkeypatch.setattr(LookupSnapshot, "_ask_loop", counted)
-    decided, seen = kw.run(rec._decide(WL, pods))
+    decided, seen, _ = kw.run(rec._decide(WL, pods))
     # what the owner walks did not take beforehand was asked of the loop from the thread, once each
     assert sorted(q for q in asked if q[0] == "priority_class_exists") == [
         ("priority_class_exists", n) for n in ("high", "missing", "train")]
     assert len(asked) == len(set(asked))
     # the next pass of the kind takes the PriorityClasses its predecessor asked for beforehand: no wait
     asked.clear()
-    again, again_seen = kw.run(rec._decide(WL, pods))
+    again, again_seen, _ = kw.run(rec._decide(WL, pods))
     assert asked == [] and again_seen.reads == seen.reads
     assert [(d.outcome, d.pod_group) for _, d in again] == [(d.outcome, d.pod_group) for _, d in decided]
     live, live_seen = _live(rec, pods)
@@ -218,7 +218,7 @@ def test_an_owner_scaled_while_the_first_pass_decides_is_not_seen_by_it_and_queu
     kw.drain()
     rec = kw.ctl.reconciler
     rec.grouper = Interleaved(kw.grouper, kw.loop, _scaled(kw, 5))  # type: ignore[assignment]
-    decided, _ = kw.run(rec._decide(WL, kw.pods()))
+    decided, _, _ = kw.run(rec._decide(WL, kw.pods()))
     assert rec.grouper.done and kw.ctl.cache.get(BATCHLING, NS, "b")["spec"]["workers"]["replicas"] == 5
     # every pod saw 3 workers, as the pass found the Batchling
     assert {(d.outcome, _workers(d)) for _, d in decided} == {("grouped", 3)}
@@ -232,7 +232,7 @@ def test_a_status_write_while_the_thread_decides_queues_nothing(kw: KartaWorld) 
     kw.drain()
     rec = kw.ctl.reconciler
     rec.grouper = Interleaved(kw.grouper, kw.loop, _scaled(kw, 3, {"phase": "Running"}))  # type: ignore[assignment]
-    decided, _ = kw.run(rec._decide(WL, kw.pods()))
+    decided, _, _ = kw.run(rec._decide(WL, kw.pods()))
     assert rec.grouper.done and kw.ctl.cache.get(BATCHLING, NS, "b")["status"] == {"phase": "Running"}
     assert {(d.outcome, _workers(d)) for _, d in decided} == {("grouped", 3)}
     assert WL not in kw.ctl.queue
