@@ -43,6 +43,13 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 TOOLS = ("helm", "jobset", "kuberay", "lws", "kubeflow", "trainer")  # built only when named (ensure_binaries(names=TOOLS)); the control plane never needs them
 OPERATORS = ("jobset", "kuberay", "lws", "kubeflow", "trainer")  # workload operators LocalCluster(operators=[...]) can run (each a TOOLS entry)
 LDFLAGS = "-s -w"
+# Compiled without DWARF, which ``-s -w`` strips from the binary anyway: the Go build cache is a fifth smaller
+# (JobSet: 0.87 GB instead of 1.1 GB) and the compile 6% cheaper. Not part of the fingerprint: the binaries
+# behave the same, so a cache built before keeps its binaries.
+GCFLAGS = "all=-dwarf=false"
+# Below this much free disk the Go build cache (``.cache/go-build``, 8-11 GB once every binary is built) is
+# emptied before the next build: it only speeds up rebuilds, and a full disk fails the build.
+MIN_FREE_BYTES = 8 << 30
 _STAMP = ".stamp.json"
 KWOK_STAGES = "kwok-stages.yaml"  # written next to the kwok binary from the pinned kwok module
 # kwok's stock "fast" stages: nodes become Ready (and keep a heartbeat), bound pods become Running and
@@ -189,16 +196,30 @@ def _log(msg: str, quiet: bool) -> None:
         print(f"[devcluster] {msg}", file=sys.stderr, flush=True)
 
 
+def make_room(cache: Path, quiet: bool, min_free: int = MIN_FREE_BYTES) -> bool:
+    """Empty the Go build cache ``cache`` when the disk it is on has less than ``min_free`` bytes free;
+    returns whether it did."""
+    if not cache.is_dir() or shutil.disk_usage(cache).free >= min_free:
+        return False
+    _log(f"  less than {min_free >> 30} GB free: emptying the Go build cache {cache}", quiet)
+    shutil.rmtree(cache, ignore_errors=True)
+    return True
+
+
 def _build_one(go: str, target: _Target, ldflags: str, out: Path, root: Path, quiet: bool) -> None:
     env = dict(os.environ)
+    own_cache = root / ".cache" / "go-build"
     env.update(
         CGO_ENABLED="0",
-        GOCACHE=os.environ.get("DEVCLUSTER_GOCACHE", str(root / ".cache" / "go-build")),
+        GOCACHE=os.environ.get("DEVCLUSTER_GOCACHE", str(own_cache)),
         GOTOOLCHAIN="local",
         GOFLAGS="-buildvcs=false -mod=readonly",
     )
+    if "DEVCLUSTER_GOCACHE" not in os.environ:  # never empty a cache someone else pointed us at
+        make_room(own_cache, quiet)
     tmp = out.with_name(out.name + ".tmp")
-    cmd = [go, "build", "-v", "-trimpath", f"-ldflags={ldflags}", "-o", str(tmp), target.package]
+    cmd = [go, "build", "-v", "-trimpath", f"-gcflags={GCFLAGS}", f"-ldflags={ldflags}", "-o", str(tmp),
+           target.package]
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd, cwd=target.module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
