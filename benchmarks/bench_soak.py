@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live", type=int, default=5000, help="pods alive at a time, about (default 5000)")
     ap.add_argument("--sample-every", type=float, default=60.0, help="seconds between RSS samples (default 60)")
     ap.add_argument("--warmup", type=float, help="seconds before the RSS slope counts (default: a third of the "
-                    "duration, at most 15 min: the grouper's bounded tables, e.g. its 65,536-string interner, "
+                    "duration, at most 15 min: the grouper's bounded tables, e.g. its 16,384-string interner, "
                     "fill with new names for the first minutes of churn)")
     ap.add_argument("--quick", action="store_true", help="~3 min: 180 s, 2,000 live pods, a sample every 10 s")
     ap.add_argument("--label", default="")

@@ -180,9 +180,12 @@ class _Sharing:
     checks that deciding leaves pods and owners as they were).
     """
 
-    def __init__(self, max_entries: int = 65_536, max_owners: int = 4096) -> None:
+    def __init__(self, max_entries: int = 16_384, max_owners: int = 4096) -> None:
+        # 16,384 strings: what repeats (namespaces, label keys, node names) is met again soon after the table
+        # starts over; a larger table only keeps more unique values (uids, names) alive, and under churn it
+        # grows for long before its first restart (at 65,536: still filling 15 min into the soak at 20 pods/s)
         self.strings = Interner(max_entries)
-        self.parts: Interner = Interner(max_entries // 16)
+        self.parts: Interner = Interner(4096)
         # owner uid -> metadata of the last pod cached with it. Small: a LIST returns an owner's pods
         # together (sorted by name) and a controller creates them together, and an entry outlives its
         # pod until the table starts over (a few MB at most).

@@ -25,6 +25,7 @@ Only the controller's event loop writes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from grouper.core.decision import Decision
@@ -126,7 +127,10 @@ class _Shared:
 
 
 _PG, _SG = "\x01", "\x02"  # stand for the pod's PodGroup and sub-group in a message template
-_NAMES = Interner(65_536)  # workload keys, PodGroup and sub-group names: the pods of a workload repeat them
+# workload keys, PodGroup and sub-group names: the pods of a workload repeat them, recorded close together.
+# Small, so that under churn (new names every second) it is full and starting over within minutes, not
+# growing for an hour (the soak's RSS slope, benchmarks/bench_soak.py)
+_NAMES = Interner(8192)
 
 
 def _message_template(message: str, pod_group: str | None, sub_group: str | None) -> str | tuple[str]:
@@ -197,7 +201,11 @@ Parts = dict[_Shared, WorkloadPart]  # the shared parts one read built, so the p
 
 
 class DecisionStore:
-    def __init__(self) -> None:
+    def __init__(self, pod_exists: Callable[[str, str], bool] | None = None) -> None:
+        """``pod_exists(namespace, name)``: whether the pod is still cached (the composition root gives the pod
+        informer's). A pass decides from the cache and records afterwards; a pod whose delete was seen in
+        between (its record forgotten then) is not recorded again, or its record would outlive it for good."""
+        self.pod_exists = pod_exists
         self._pods: dict[str, dict[str, _PodRecord]] = {}  # namespace -> pod name -> record
         self._pod_groups: dict[str, dict[str, PodGroupRecord]] = {}  # namespace -> PodGroup name -> record
         self._group_pods: dict[PodKey, Members[str]] = {}  # (namespace, PodGroup) -> pod names deciding for it
@@ -244,7 +252,12 @@ class DecisionStore:
         found = self._shared.get(key)
         return found if found is not None else self._shared.setdefault(key, _Shared(key))
 
+    def _gone(self, namespace: str, name: str) -> bool:
+        return self.pod_exists is not None and not self.pod_exists(namespace, name)
+
     def record_decision(self, d: Decision, workload: str) -> None:
+        if self._gone(d.pod_namespace, d.pod_name):
+            return
         workload = _NAMES(workload)  # callers build the key's string anew for every pod
         old = self._pods.get(d.pod_namespace, {}).get(d.pod_name)
         rec = _PodRecord()
@@ -262,6 +275,8 @@ class DecisionStore:
         self._put_pod(d.pod_namespace, d.pod_name, rec)
 
     def record_pod_error(self, namespace: str, name: str, message: str) -> None:
+        if self._gone(namespace, name):
+            return
         old = self._pods.get(namespace, {}).get(name)
         rec = old.copy() if old is not None else _PodRecord()
         rec.error = (message, _clock())
@@ -269,6 +284,8 @@ class DecisionStore:
 
     def record_pod_patch_failed(self, namespace: str, name: str, message: str) -> None:
         """The pod could not be marked: its record says ``failed`` with ``message`` until a patch succeeds."""
+        if self._gone(namespace, name):
+            return
         old = self._pods.get(namespace, {}).get(name)
         rec = old.copy() if old is not None else _PodRecord()
         now = _clock()

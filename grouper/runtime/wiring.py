@@ -85,6 +85,8 @@ def build_controller(
         policy=KindPolicy(allow_all=True) if settings.allowed_kinds is None
         else KindPolicy(fixed=frozenset(settings.allowed_kinds) | ALWAYS_CACHED),
     )
+    if store.pod_exists is None:  # a record is kept only while its pod is cached (a delete seen mid-pass)
+        store.pod_exists = lambda namespace, name: cache.get(POD, namespace, name) is not None
     index, background, expectations = WorkloadIndex(), Background(), WriteExpectations()
     queue: WorkQueue[WorkloadKey] = WorkQueue(
         base_delay=tuning.retry_base_seconds, max_delay=tuning.retry_max_seconds, metrics=metrics

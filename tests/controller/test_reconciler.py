@@ -320,3 +320,26 @@ def test_the_workload_context_is_kept_with_the_decisions_and_dropped_with_them(b
     assert plans.context(WL) not in (None, context)
     (pg,) = bench.world.of(PODGROUP)
     assert pg["spec"]["minMember"] == 3, "decided again from the changed Job, not from the dropped context"
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_a_pod_deleted_while_its_pass_decides_leaves_no_record_behind(bench: Bench, repeat: int) -> None:
+    """Its delete is seen (and its record forgotten) while the pass is still deciding (Karta decisions run
+    off the loop): the pass must not record it again afterwards, or the record outlives the pod for good (the
+    soak's records grew with every workload torn down mid-pass)."""
+    bench.job(3)
+    reconciler = bench.ctl.reconciler
+    plan = reconciler.plan
+
+    async def plan_then_delete(*args: Any, **kwargs: Any) -> Any:
+        result = await plan(*args, **kwargs)
+        bench.world.delete(("v1", "Pod", NS, "train-1"))  # its DELETED event: handled here, mid-pass
+        return result
+
+    reconciler.plan = plan_then_delete  # type: ignore[method-assign]
+    bench.run(reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    reconciler.plan = plan  # type: ignore[method-assign]
+    assert bench.ctl.store.pod(NS, "train-1") is None
+    assert [r.name for r in bench.ctl.store.pods(NS)] == ["train-0", "train-2"]
+    assert bench.ctl.store.sizes()["pods"] == 2
