@@ -61,8 +61,10 @@ def _clock() -> float:
 PodKey = tuple[str, str]
 _SharedKey = tuple[Any, ...]
 _HOLE = "\x00"  # stands for the top owner's "Kind namespace/name" in shared provenance texts
-# texts the shared parts of every workload repeat once the workload's own name is taken out
-_TEXTS = Interner(16_384)
+# texts the shared parts of every workload repeat once the workload's own name is taken out: a few hundred
+# distinct ones; the rest name something of one workload (a Job, a replica count) and only pass through
+# (the soak meets 8 new ones a second: at 4,096 the table starts over every ~9 minutes, not every ~35)
+_TEXTS = Interner(4096)
 _KEEP: Any = object()  # record_workload: a field not given keeps its value
 
 
