@@ -261,6 +261,11 @@ class PodShape:
     spec: set[str] = field(default_factory=lambda: set(_POD_SPEC))
     status: set[str] = field(default_factory=lambda: {"phase"})
     sharing: _Sharing = field(default_factory=_Sharing, repr=False, compare=False)
+    # the kept field names, sorted once (slim runs for every pod event); widen sorts them again
+    _keys: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._keys = (tuple(sorted(self.spec)), tuple(sorted(self.status)))
 
     def widen(self, paths: Iterable[str]) -> bool:
         """Keep the spec/status fields these jq paths read; True when something was added."""
@@ -272,6 +277,8 @@ class PodShape:
                 if name and name not in target:
                     target.add(name)
                     added = True
+        if added:
+            self.__post_init__()
         return added
 
     def slim(self, pod: Obj) -> Obj:
@@ -284,8 +291,9 @@ class PodShape:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         sharing = self.sharing
+        spec_keys, status_keys = self._keys
         if isinstance(spec, dict):
-            kept_spec = {k: sharing.string(spec[k]) for k in sorted(self.spec) if k in spec}
+            kept_spec = {k: sharing.string(spec[k]) for k in spec_keys if k in spec}
             gpus = pod_gpus(spec)
             if gpus:
                 kept_spec[GPUS_FIELD] = gpus
@@ -297,8 +305,9 @@ class PodShape:
         }
         status = pod.get("status")
         if isinstance(status, dict):
-            kept = {k: sharing.string(status[k]) for k in sorted(self.status) if k in status}
-            held = _held(status) if "conditions" not in self.status else None
+            kept = {k: sharing.string(status[k]) for k in status_keys if k in status}
+            # only an unbound pod can be held: a running pod's conditions are not looked through
+            held = _held(status) if status.get("phase") in (None, "Pending") and "conditions" not in self.status else None
             if held is not None:
                 cond = sharing.part({k: sharing.string(held[k]) for k in _POD_CONDITION if k in held})
                 # one status per distinct (kept fields, shared condition): the held pods of a gang share it

@@ -88,9 +88,10 @@ def _plain_slim(shape: PodShape, pod: dict[str, Any]) -> dict[str, Any]:
     if pod_gpus(spec):  # the GPU request, for the gang state
         out["spec"][GPUS_FIELD] = pod_gpus(spec)
     status = {k: v for k, v in (pod.get("status") or {}).items() if k in shape.status}
+    unbound = (pod.get("status") or {}).get("phase") in (None, "Pending")  # only an unbound pod can be held
     held = [{k: c[k] for k in ("type", "status", "reason", "message", "lastTransitionTime") if k in c}
             for c in (pod.get("status") or {}).get("conditions") or []
-            if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+            if unbound and c.get("type") == "PodScheduled" and c.get("status") == "False"]
     if held:  # the scheduler's reason while it holds the pod
         status["conditions"] = held
     if status:
@@ -125,6 +126,32 @@ def _pod(name: str, *, node: str = "n1", owner_uid: str = "job-uid", index: str 
         "spec": {"schedulerName": "kai-scheduler", "nodeName": node, "containers": [{"name": "c"}]},
         "status": {"phase": "Running", "podIP": f"10.0.0.{len(name)}"},
     }
+
+
+@pytest.mark.parametrize("phase", [None, "Pending", "Running", "Failed"])
+def test_a_pod_is_kept_held_only_while_unbound(phase: str | None) -> None:
+    pod = _pod("train-0-0")
+    pod["status"] = {"conditions": [{"type": "Initialized", "status": "True"},
+                                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": "0/8 nodes are available"}]}
+    if phase is not None:
+        pod["status"]["phase"] = phase
+    shape = PodShape()
+    slim = shape.slim(copy.deepcopy(pod))
+    assert slim == _plain_slim(shape, pod)
+    held = (slim.get("status") or {}).get("conditions")
+    assert held == ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/8 nodes are available"}] if phase in (None, "Pending") else None)
+
+
+def test_a_widened_shape_keeps_the_new_field_from_the_next_pod_on() -> None:
+    shape = PodShape()
+    pod = _pod("train-0-0")
+    pod["spec"]["runtimeClassName"] = "nvidia"
+    assert "runtimeClassName" not in shape.slim(copy.deepcopy(pod))["spec"]
+    assert shape.widen([".spec.runtimeClassName"])
+    assert shape.slim(copy.deepcopy(pod))["spec"]["runtimeClassName"] == "nvidia"
+    assert shape.slim(copy.deepcopy(pod)) == _plain_slim(shape, pod)
 
 
 def test_sibling_pods_share_what_they_have_in_common() -> None:
