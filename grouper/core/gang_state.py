@@ -194,7 +194,7 @@ def parse_time(value: Any) -> datetime | None:
     return moment
 
 
-_TIMES: BoundedMemo[str, datetime] = BoundedMemo(4096)
+_TIMES: BoundedMemo[str, datetime] = BoundedMemo(1024)  # keyed by the second: only the recent ones repeat
 
 
 def _count(value: Any, where: str, fld: str) -> int | None:

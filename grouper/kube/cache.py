@@ -180,15 +180,16 @@ class _Sharing:
     checks that deciding leaves pods and owners as they were).
     """
 
-    def __init__(self, max_entries: int = 16_384, max_owners: int = 4096) -> None:
-        # 16,384 strings: what repeats (namespaces, label keys, node names) is met again soon after the table
+    def __init__(self, max_entries: int = 8192, max_owners: int = 1024) -> None:
+        # 8,192 strings: what repeats (namespaces, label keys, node names) is met again soon after the table
         # starts over; a larger table only keeps more unique values (uids, names) alive, and under churn it
-        # grows for long before its first restart (at 65,536: still filling 15 min into the soak at 20 pods/s)
+        # grows for long before its first restart (at 65,536: still filling 15 min into the soak at 20 pods/s;
+        # every table here is sized to fill within minutes of churn, so a steady churn holds a steady heap)
         self.strings = Interner(max_entries)
         self.parts: Interner = Interner(4096)
         # owner uid -> metadata of the last pod cached with it. Small: a LIST returns an owner's pods
         # together (sorted by name) and a controller creates them together, and an entry outlives its
-        # pod until the table starts over (a few MB at most).
+        # pod until the table starts over (at 4,096 owners it took the soak's churn 15 minutes to fill).
         self.siblings: BoundedMemo[str, dict[str, Any]] = BoundedMemo(max_owners)
         self.max_owners = max_owners
 

@@ -35,8 +35,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 
 # Every decision checks its PodGroup's labels and annotations, and a workload's pods repeat the same keys and
-# values: the answers are memoized (bounded; strings only reach here).
-@functools.lru_cache(maxsize=4096)
+# values: the answers are memoized (bounded, to the recent workloads' keys and values; strings only reach here).
+@functools.lru_cache(maxsize=1024)
 def is_qualified_name(key: str) -> bool:
     """apimachinery ``IsQualifiedName``: ``[prefix/]name``, prefix a DNS subdomain (≤ 253), name ≤ 63."""
     prefix, slash, name = key.rpartition("/")
@@ -45,7 +45,7 @@ def is_qualified_name(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def is_label_value(value: str) -> bool:
     return len(value) <= LABEL_VALUE_MAX and bool(_LABEL_VALUE.match(value))
 

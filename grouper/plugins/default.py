@@ -368,7 +368,7 @@ def top_owner_metadata_yaml(top: Obj) -> str:
     return _top_owner_yaml(ref.api_version, ref.kind, ref.name, ref.uid)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # a workload's pods are decided together: the recent workloads' answers
 def _top_owner_yaml(api_version: str, kind: str, name: str, uid: str) -> str:
     # every pod of a workload renders the same text (~8% of a native decision before it was kept)
     gvk = GVK.from_api_version(api_version, kind)
