@@ -10,7 +10,10 @@ aiohttp (``KubeClient.watch``): a stream, not a request.
 
 Connections are kept (LIFO, at most ``limit`` open) and dropped when the server says
 ``Connection: close``, when a read failed half way, when they saw EOF while idle, or after
-``idle_s`` unused (below the API server's idle timeout). A request that fails on a *reused*
+``idle_s`` unused (below the API server's idle timeout; Go's ``IdleConnTimeout``): checked when one is
+taken and, for the least recently used, whenever one is put back — else the connections a burst opened
+below the top of the stack would stay open for good while a steady trickle reuses the top one (the soak's
+RSS rose with every new high-water mark of concurrent requests). A request that fails on a *reused*
 connection before any byte of the answer arrived is sent once more on a new connection: the server
 closed the idle connection as the request went out (Go's transport does the same); every write the
 grouper makes is safe to repeat (creates by name, merge patches, deletes with preconditions).
@@ -23,9 +26,11 @@ CPU in a burst, docs/perf-journal.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -47,9 +52,9 @@ class Response:
 class _Conn:
     __slots__ = ("reader", "used", "writer")
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, used: float) -> None:
         self.reader, self.writer = reader, writer
-        self.used = time.monotonic()
+        self.used = used
 
     def close(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):  # the loop may be closing
@@ -67,7 +72,9 @@ class Http1Pool:
         default_headers: dict[str, str],
         limit: int = 256,
         idle_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: injected by tests (idle expiry without waiting)."""
         u = urlsplit(server)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"server {server!r}: not an http(s) URL")
@@ -80,7 +87,9 @@ class Http1Pool:
             host += f":{u.port}"
         self._head = header_lines({"Host": host, **default_headers})
         self.idle_s = idle_s
-        self._idle: list[_Conn] = []
+        self._clock = clock
+        # least recently used on the left: taken from the right (LIFO), expired from the left
+        self._idle: collections.deque[_Conn] = collections.deque()
         self._slots = asyncio.Semaphore(limit)
         self._deadlines = Deadlines()
         self._closed = False
@@ -131,8 +140,12 @@ class Http1Pool:
                     conn.close()
                     raise
 
+    @property
+    def idle_connections(self) -> int:
+        return len(self._idle)
+
     def _take(self) -> _Conn | None:
-        now = time.monotonic()
+        now = self._clock()
         while self._idle:
             conn = self._idle.pop()
             if now - conn.used < self.idle_s and not conn.reader.at_eof() and not conn.writer.is_closing():
@@ -146,7 +159,7 @@ class Http1Pool:
         reader, writer = await asyncio.open_connection(
             self.host, self.port, ssl=self.ssl, limit=MAX_HEAD, server_hostname=self.host if self.ssl else None
         )
-        return _Conn(reader, writer)
+        return _Conn(reader, writer, self._clock())
 
     async def _exchange(self, conn: _Conn, data: bytes) -> Response:
         conn.writer.write(data)
@@ -188,13 +201,16 @@ class Http1Pool:
         if headers.get("connection", "").lower() == "close" or version == "HTTP/1.0" or self._closed:
             conn.close()
         else:
-            conn.used = time.monotonic()
-            self._idle.append(conn)
+            now = conn.used = self._clock()
+            idle = self._idle
+            idle.append(conn)
+            while idle and now - idle[0].used >= self.idle_s:  # the least recently used, unused too long
+                idle.popleft().close()
         return Response(status, headers, body)
 
     async def close(self) -> None:
         self._closed = True
-        idle, self._idle = self._idle, []
+        idle, self._idle = self._idle, collections.deque()
         for conn in idle:
             conn.close()
 

@@ -335,3 +335,27 @@ async def test_a_body_that_swallows_the_timeout_leaves_no_cancellation_counted()
         return task.cancelling()
 
     assert await asyncio.wait_for(swallowing(), 10) == 0
+
+
+async def test_connections_a_burst_opened_expire_while_a_trickle_reuses_the_newest() -> None:
+    """LIFO reuse keeps the newest connection busy; the ones below it, opened by a burst, are closed once
+    unused for ``idle_s`` (when any connection is put back), not kept open for good."""
+    now = [100.0]
+
+    async def slow(request: bytes, reader: Any, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.02)
+        writer.write(answer(200, b"{}"))
+        return True
+
+    async with Server(slow) as s:
+        pool = Http1Pool(s.url, None, default_headers={}, limit=8, idle_s=30.0, clock=lambda: now[0])
+        try:
+            await asyncio.gather(*(pool.request("GET", "/x", b"", None, 5) for _ in range(4)))
+            assert pool.idle_connections == 4 and s.connections == 4
+            for step in range(4):  # one request every 10 s: only the newest connection is used
+                now[0] += 10.0
+                await pool.request("GET", "/x", b"", None, 5)
+                assert pool.idle_connections == (4 if step < 2 else 1), step
+            assert s.connections == 4, "the trickle reused a connection the burst opened"
+        finally:
+            await pool.close()
