@@ -345,7 +345,6 @@ def main(argv: list[str] | None = None) -> int:
                 say(
                     f"all pods of JobSet {namespace}/{name} bound {time.monotonic() - t0:.2f}s after submission"
                 )
-                show_bound(cluster, namespace, name)
 
                 def all_ready() -> bool:  # kwok marks bound pods Running and Ready right after binding
                     _, pods = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")
@@ -354,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                         for p in pods["items"]
                     )
 
+                # the table after kwok ran them: on a busy machine a pod shown right after binding was Pending
                 wait_for("the gang's pods to be Ready", all_ready, timeout=60)
+                show_bound(cluster, namespace, name)
                 say(f"grouper describe jobset/{name} -n {namespace}")
                 print(grouper_cli(cluster, "describe", f"jobset/{name}", "-n", namespace), end="")
                 if not args.once:
