@@ -7,7 +7,8 @@ measurements, for a smoke run), ``--target SECONDS`` (length of one measurement,
 
 What is measured (see docs/perf-journal.md, "bench_core.py"):
 
-1. decide: pod-to-PodGroup decisions per second, per workload kind. Each scenario is one file of
+1. decide: pod-to-PodGroup decisions per second, per workload kind, each workload's pods in one workload
+   context (``core/workload_context.py``) as a controller pass and ``grouper plan`` decide them. Each scenario is one file of
    examples/ (workload + intermediate owners + pods, e.g. a JobSet with its Jobs and pods). The
    scenario is cloned K times with fresh uids (and a ``resourceVersion``, as objects read from an
    API server have), each clone getting its own ``InMemoryLookups`` like a namespace-indexed informer
@@ -53,6 +54,7 @@ if str(REPO) not in sys.path:
 from grouper.core.decision import Decision  # noqa: E402
 from grouper.core.grouping import Grouper  # noqa: E402
 from grouper.core.lookups import InMemoryLookups  # noqa: E402
+from grouper.core.workload_context import WorkloadContext  # noqa: E402
 from grouper.core.workload_plan import merge_decisions  # noqa: E402
 from grouper.karta import DefinitionRegistry  # noqa: E402
 from grouper.manifests import load_manifests  # noqa: E402
@@ -150,11 +152,13 @@ def make_grouper(kartas: list[dict[str, Any]]) -> tuple[Grouper, DefinitionRegis
 
 
 def decide_all(grouper: Grouper, clones: list[tuple[InMemoryLookups, list[dict[str, Any]]]]) -> list[Decision]:
+    """Each clone's pods decided in one workload context, as a controller's pass decides a workload's pods."""
     out: list[Decision] = []
     decide = grouper.decide
     for lookups, pods in clones:
+        workload = WorkloadContext(pods)
         for pod in pods:
-            out.append(decide(pod, lookups))
+            out.append(decide(pod, lookups, workload))
     return out
 
 
@@ -268,7 +272,9 @@ def bench_jobset_merge(grouper: Grouper, target: float, repeats: int) -> dict[st
     # First pass under tracemalloc (doubles as the warm-up): peak memory of deciding the workload.
     gc.collect()
     tracemalloc.start()
-    decisions = [grouper.decide(p, lookups) for p in pods]
+    warm = WorkloadContext(pods)
+    decisions = [grouper.decide(p, lookups, warm) for p in pods]
+    del warm
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     bad = [d.message for d in decisions if d.outcome != "grouped"]
@@ -277,7 +283,8 @@ def bench_jobset_merge(grouper: Grouper, target: float, repeats: int) -> dict[st
         decisions = []
         gc.collect()
         c0, t0 = time.process_time(), time.perf_counter()
-        decisions = [grouper.decide(p, lookups) for p in pods]
+        workload = WorkloadContext(pods)  # one for the workload, as ``grouper plan`` decides it
+        decisions = [grouper.decide(p, lookups, workload) for p in pods]
         decide_runs.append(len(pods) / (time.perf_counter() - t0))
         decide_cpu.append(len(pods) / max(time.process_time() - c0, 1e-9))
     merged = merge_decisions(decisions, creation)

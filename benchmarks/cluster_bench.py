@@ -303,7 +303,10 @@ class Bench:
                "lease_requests": parse_metric(text, "podgrouper_api_requests_total", resource="leases"),
                "reconciles": parse_metric(text, "podgrouper_reconciles_total"),
                "queue": parse_metric(text, "podgrouper_workqueue_depth"),
-               "decision_errors": parse_metric(text, "podgrouper_decision_errors_total")}
+               "decision_errors": parse_metric(text, "podgrouper_decision_errors_total"),
+               # pod decisions made (not kept from the workload's last plan; older groupers count by path)
+               "decisions": parse_metric(text, "podgrouper_pod_decisions_total")
+               - parse_metric(text, "podgrouper_pod_decisions_total", source="kept")}
         writes = 0.0
         for verb in WRITE_VERBS:
             for res in ("pods", "podgroups"):
@@ -532,6 +535,8 @@ class Bench:
                                         if k.startswith(("podgroups_", "pod_patches_", "answer_", "reconciles_"))
                                         and after[k] - before.get(k, 0.0)},
             "grouper_decision_errors": after["decision_errors"] - before["decision_errors"],
+            "grouper_reconciles": after["reconciles"] - before["reconciles"],
+            "grouper_decisions_per_pod": round((after["decisions"] - before["decisions"]) / total, 3),
             "verification": v.as_dict(),
         }
         if base_result is not None:

@@ -70,9 +70,11 @@ class PlanCache:
         the kept ones: nothing dropped them meanwhile) and it has ``settle_min_pods`` pods."""
         entry = self._kept.get(wl)
         if entry is not None and entry.kept is plan.kept and len(plan.pods) >= self.settle_min_pods:
-            # the pods by name only (UNSEEN): a settled plan must not hold on to pod objects the cache replaced
-            pods = dict.fromkeys(plan.pods, UNSEEN)
-            entry.last = (replace(plan, pods=pods, decided=[], looked_at=None, merged=None), terminal)
+            # the pods by name only (UNSEEN): a settled plan must not hold on to pod objects the cache replaced.
+            # A plan updated from the last one holds only the pods it looked at (its own dict: the pass is over)
+            pods = dict.fromkeys(plan.pods, UNSEEN) if plan.looked_at is None else plan.pods
+            pods.update((n, UNSEEN) for n in plan.looked_at or () if n in pods)
+            entry.last = (replace(plan, pods=pods, decided=[], looked_at=None, merged=None, rewritten=None, context=None), terminal)
 
     def take_last(self, wl: WorkloadKey) -> tuple[WorkloadPlan, frozenset[str]] | None:
         """The last plan carried out and its terminal pods, taken (the pass that takes it settles anew)."""

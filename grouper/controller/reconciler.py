@@ -350,6 +350,7 @@ class Reconciler:
         else:
             plan = assemble(wl.namespace, staying, held, mine, keep_decisions=keep)
         self.plans.put(wl, plan.kept, context)
+        plan.context = context
         if not plan.pods:
             return Result(plugin=plan.plugin)
         return plan
@@ -435,7 +436,7 @@ class Reconciler:
             self.plans.invalidate(wl)
         # a plan updated from the last one carried out: only its PodGroups merged again are written and only
         # its pods looked at again patched (the others are as that pass left them)
-        merged = plan.merged if not holding else None
+        rewritten = plan.rewritten if not holding else None
         looked_at = plan.looked_at if not holding else None
 
         # 1. decision errors (of the pods decided in this pass; kept decisions never failed)
@@ -460,9 +461,15 @@ class Reconciler:
             await self._warn(pod, workload_obj, d.message)
 
         # 2. PodGroups, concurrently (bounded): a workload of many PodGroups (a LeaderWorkerSet's groups)
-        # had them written one after the other, and its pods' patches waited for the last
-        to_write = groups if merged is None else [g for g in groups if g.metadata.name in merged]
-        ok_groups = set() if merged is None else {g.metadata.name for g in groups} - merged
+        # had them written one after the other, and its pods' patches waited for the last. A plan updated
+        # from the last one carried out writes only the PodGroups it may have changed; one that only gained
+        # pods is the very object that pass wrote (a change by anyone else makes the next pass compare all)
+        to_write = groups if rewritten is None else [g for g in groups if g.metadata.name in rewritten]
+        ok_groups = set() if rewritten is None else {g.metadata.name for g in groups} - rewritten
+        joined = plan.merged - rewritten if plan.merged is not None and rewritten is not None else ()
+        for g in [g for g in groups if g.metadata.name in joined] if joined else ():  # records gain the pods
+            self.store.record_pod_group_members(g.metadata.namespace, g.metadata.name, g.pods, g.newest)
+            await self._say_unsatisfiable(workload_obj, g)
         written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in to_write))
         for g, (op, error, retryable) in zip(to_write, written, strict=True):
             md = g.metadata
@@ -640,10 +647,8 @@ class Reconciler:
         reasons = plan_reasons(g, filling=True)
         cause = f"Unsatisfiable/{md.name}"
         if not reasons:
-            self.recorder.clear(workload_obj, cause)
-            return
-        message = "; ".join(reasons)
-        if await self.recorder.report(workload_obj, cause, message):
+            return self.recorder.clear(workload_obj, cause)
+        if await self.recorder.report(workload_obj, cause, message := "; ".join(reasons)):
             log.warning("%s", message, extra={"podgroup": md.name})
 
     async def _write_group(self, wl: WorkloadKey, plan: WorkloadPlan, g: PlannedGroup) -> tuple[str | None, str | None, bool]:
@@ -655,8 +660,7 @@ class Reconciler:
             error: str | None = None
             retryable = False  # a PodGroup that breaks the rules waits for a change of its input
             desired, notes = md.to_object(), g.notes
-            context = self.plans.context(wl)  # its PodGroup rules' answers, by PodGroup (pure, so always valid)
-            problems = context.validate(md) if context is not None else validate_pod_group(md)
+            problems = plan.context.validate(md) if plan.context is not None else validate_pod_group(md)
             if problems:
                 error = f"PodGroup {md.namespace}/{md.name} not written, it breaks the PodGroup rules: {'; '.join(problems)}"
                 self.metrics.decision_errors.labels(reason="InvalidPodGroup").inc()
@@ -672,9 +676,8 @@ class Reconciler:
                 except ApiError as e:
                     retryable = not is_terminal_error(e)
                     error = f"PodGroup {md.namespace}/{md.name}: write failed: {failure_message(e)}"
-                    self.metrics.child(
-                        self.metrics.write_failures, "podgroups", failure_reason(e), "retryable" if retryable else "terminal"
-                    ).inc()
+                    how = "retryable" if retryable else "terminal"
+                    self.metrics.child(self.metrics.write_failures, "podgroups", failure_reason(e), how).inc()
                     log.warning("%s", error, extra={"podgroup": md.name, "retrying": retryable})
             self.store.record_pod_group(
                 md.namespace, md.name, workload=str(wl), desired=desired, operation=op, pods=g.pods, notes=notes,
@@ -687,9 +690,8 @@ class Reconciler:
         stored = self.writer.current(wl.namespace, name)
         pods = sorted(p for p, h in held.pods.items() if h.pod_group == name)
         message = next((h.message for h in held.pods.values() if h.pod_group == name), "held")
-        self.store.record_pod_group(
-            wl.namespace, name, workload=str(wl), desired=stored, operation="held", pods=pods, notes=[message]
-        )
+        self.store.record_pod_group(wl.namespace, name, workload=str(wl), desired=stored, operation="held",
+                                    pods=pods, notes=[message])
 
     def owner_behind(self, pod: Obj, d: Decision) -> bool:
         """Whether the decision failed for a missing owner of a pod so young that the owner's watch event is
@@ -719,12 +721,8 @@ class Reconciler:
         """The named pods: looked at in this pass, else (not planned, or not looked at since the last plan
         carried out: ``plans.UNSEEN``) as the cache has them."""
         pods_inf = self.cache.informer(POD)
-        out: list[Obj] = []
-        for name in names:
-            pod = plan.pods.get(name) or (pods_inf.get(wl.namespace, name) if pods_inf is not None else None)
-            if pod is not None:
-                out.append(pod)
-        return out
+        found = (plan.pods.get(n) or (pods_inf.get(wl.namespace, n) if pods_inf is not None else None) for n in names)
+        return [pod for pod in found if pod is not None]
 
     def _note_unchanged(self, pod: Obj) -> None:
         """Record "unchanged" once for a pod already marked (e.g. by an earlier run of the grouper)."""

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.kube.cache import Dependency
-from grouper.kube.compact import Members, add_member, count, discard_member, members
+from grouper.kube.compact import Members, add_member, count, discard_member, has_member, members
 from grouper.model.objects import GVK
 from grouper.model.podgroup import OwnerRef
 
@@ -148,16 +148,16 @@ class WorkloadIndex:
             self._wl_uids.pop(wl, None)
 
     def add_dependencies(self, wl: WorkloadKey, uids: Iterable[Dependency]) -> None:
-        """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes)."""
-        have = self._wl_uids.get(wl, ())
-        known = set(have)
-        new = [u for u in dict.fromkeys(uids) if u and u not in known]
+        """Add to what ``wl`` reads (a pass that decided only some pods; the next full pass prunes). What it
+        reads already is found in the reverse index (a pass costs its new reads, not all the workload's:
+        a Job's pods each read a PodGroup name of their own)."""
+        wl = self._keys.get(wl, wl)
+        new = [u for u in dict.fromkeys(uids) if u and not has_member(self._uid_wls, u, wl)]
         if not new:
             return
-        wl = self._keys.get(wl, wl)
         for uid in new:
             add_member(self._uid_wls, uid, wl)
-        self._wl_uids[wl] = (*have, *new)
+        self._wl_uids[wl] = (*self._wl_uids.get(wl, ()), *new)
 
     def workloads_reading(self, uid: Dependency) -> set[WorkloadKey]:
         return set(members(self._uid_wls, uid))

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from grouper.core.decision import Decision
+from grouper.core.workload_context import WorkloadContext
 from grouper.model import objects as o
 from grouper.model.objects import Obj
 from grouper.model.podgroup import POD_GROUP_ANNOTATION, SUBGROUP_LABEL, OwnerRef, PodGroupMetadata
@@ -168,6 +169,12 @@ class WorkloadPlan:
     # again — the rest stand as the last plan had them. None: all of them (a plan of every pod)
     looked_at: frozenset[str] | None = None
     merged: frozenset[str] | None = None
+    # of those merged, the PodGroups whose object may differ from the last plan's; the others only gained
+    # pods that see them as their newest pod does (:func:`_joined`): the very PodGroup the last plan wrote
+    rewritten: frozenset[str] | None = None
+    # the planning pass's workload context (its PodGroup rules' answers, by PodGroup), set by the planner that
+    # has one: whoever writes the plan validates with it. None: validate afresh
+    context: WorkloadContext | None = None
 
     @property
     def live(self) -> int:
@@ -324,12 +331,14 @@ def update(
             if new is not None and new.view is not None:
                 merged.add(new.view.name)
     by_group = {g.metadata.name: g for g in last.groups}
+    rewritten = set(merged)
     for pg in merged:
         last_group = by_group.pop(pg, None)
         if last_group is not None and pg not in left:
             group = _joined(last_group, sorted(joined.get(pg, ())), kept)
             if group is not None:
                 by_group[pg] = group
+                rewritten.discard(pg)
                 continue
         members = [n for n in last_group.pods if n not in looked_at] if last_group is not None else []
         members.extend(joining.get(pg, ()))
@@ -352,6 +361,7 @@ def update(
         sources,
         looked_at,
         frozenset(merged),
+        frozenset(rewritten),
     )
 
 

@@ -5,7 +5,7 @@ pod's own PodGroup, a uid read by one workload, the 5 pods of a Job): an empty `
 bytes. A multimap here stores a lone member as itself, a few in a list and switches to a set beyond
 :data:`SMALL`.
 
-- :func:`add_member` / :func:`discard_member` / :func:`members` — such a multimap
+- :func:`add_member` / :func:`discard_member` / :func:`members` / :func:`has_member` — such a multimap
   (``dict[K, T | list[T] | set[T]]``); members are hashable, so never lists or sets themselves.
 - :class:`Interner` — one shared string object per distinct low-cardinality value (namespaces, label
   keys and repeated values, owner kinds, node names), with a bounded table: values that turn out unique
@@ -67,6 +67,16 @@ def members(index: dict[K, Members[T]], key: K) -> frozenset[T] | set[T]:
     if isinstance(cur, set | list):
         return set(cur)
     return frozenset((cur,))
+
+
+def has_member(index: dict[K, Members[T]], key: K, member: T) -> bool:
+    """Whether ``member`` is one of ``key``'s (O(1), or O(SMALL) for a short list)."""
+    cur = index.get(key)
+    if cur is None:
+        return False
+    if isinstance(cur, set | list):
+        return member in cur
+    return bool(cur == member)
 
 
 def count(index: dict[K, Members[T]], key: K) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from grouper.core.decision import Decision
@@ -301,6 +302,18 @@ class DecisionStore:
             rec = old.copy()
             rec.patched, rec.patched_at = result, _clock()
             self._put_pod(namespace, name, rec)
+
+    def record_pod_group_members(self, namespace: str, name: str, pods: list[str], newest: str) -> None:
+        """A PodGroup that only gained pods since its last record (its object unchanged, not written again):
+        its record lists them. Without a record (forgotten meanwhile) nothing is recorded: the next pass that
+        writes it records it."""
+        old = self._pod_groups.get(namespace, {}).get(name)
+        if old is None:
+            return
+        self._pod_groups[namespace][name] = replace(
+            old, pods=tuple(pods), newest=_NAMES(newest) if newest else "", reconciled_at=_clock()
+        )
+        self.updated = time.monotonic()
 
     def record_pod_group(
         self,

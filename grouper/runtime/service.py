@@ -40,7 +40,7 @@ from grouper.model.objects import GVK
 from grouper.observability.metrics import Metrics
 from grouper.records.decisions import DecisionStore
 from grouper.runtime.composition import build_grouper, cached_kinds
-from grouper.runtime.heap import HeapKeeper, tune_collector
+from grouper.runtime.heap import HeapKeeper, malloc_trim, tune_collector
 from grouper.runtime.http_front import App, StartupFront
 from grouper.runtime.preload import preload_definitions
 from grouper.runtime.settings import RunSettings, kinds_of
@@ -182,7 +182,7 @@ class Service:
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
         ctl = self.controller
-        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.workers.finished)
+        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.workers.finished, trim=malloc_trim())
         self.supervisor.spawn("heap-keeper", keeper.run)
         self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe)
         self.state.controller = self.status  # what the API reads

@@ -18,7 +18,7 @@ import pytest
 
 from grouper.controller.workloads import WorkloadIndex, WorkloadKey
 from grouper.kube.cache import GPUS_FIELD, PodShape, pod_gpus, slim_owner, slim_pod
-from grouper.kube.compact import SMALL, Interner, add_member, discard_member, members
+from grouper.kube.compact import SMALL, Interner, add_member, discard_member, has_member, members
 from grouper.kube.discovery import Resource
 from grouper.kube.informer import Informer
 from grouper.manifests import load_manifests
@@ -40,17 +40,19 @@ def test_multimap_goes_from_one_member_to_a_list_to_a_set_and_back() -> None:
     assert members(idx, "k") == {("ns", "a")}
     add_member(idx, "k", ("ns", "a"))  # idempotent
     assert idx["k"] == ("ns", "a")
+    assert has_member(idx, "k", ("ns", "a")) and not has_member(idx, "k", ("ns", "p0"))
     for i in range(SMALL + 3):
         add_member(idx, "k", ("ns", f"p{i}"))
         assert len(members(idx, "k")) == i + 2
-    assert isinstance(idx["k"], set)
+        assert has_member(idx, "k", ("ns", f"p{i}")) and has_member(idx, "k", ("ns", "a"))  # a list, then a set
+    assert isinstance(idx["k"], set) and not has_member(idx, "k", ("ns", "other"))
     for i in range(SMALL + 3):
         discard_member(idx, "k", ("ns", f"p{i}"))
     assert idx["k"] == ("ns", "a")
     discard_member(idx, "k", ("ns", "other"))  # not a member: nothing changes
     assert idx["k"] == ("ns", "a")
     discard_member(idx, "k", ("ns", "a"))
-    assert "k" not in idx and members(idx, "k") == frozenset()
+    assert "k" not in idx and members(idx, "k") == frozenset() and not has_member(idx, "k", ("ns", "a"))
 
 
 def test_members_is_a_copy_callers_may_keep_while_the_index_changes() -> None:

@@ -343,3 +343,65 @@ def test_a_pod_deleted_while_its_pass_decides_leaves_no_record_behind(bench: Ben
     assert bench.ctl.store.pod(NS, "train-1") is None
     assert [r.name for r in bench.ctl.store.pods(NS)] == ["train-0", "train-2"]
     assert bench.ctl.store.sizes()["pods"] == 2
+
+
+
+def test_a_pass_checks_each_podgroup_against_the_rules_once(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pod's decision checks its PodGroup against the rules, and so does the write (a merged PodGroup is
+    written only if it holds to them): all with the answers of the pass's workload context, which the plan
+    carries to the write — one check per distinct PodGroup per pass, however many pods see it."""
+    import grouper.controller.reconciler as rec
+    import grouper.core.workload_context as wc
+
+    checked: list[str] = []
+    validate = wc.validate_pod_group
+
+    def counted(md: Any) -> list[str]:
+        checked.append(md.name)
+        return validate(md)
+
+    monkeypatch.setattr(wc, "validate_pod_group", counted)
+    monkeypatch.setattr(rec, "validate_pod_group", counted)
+    job = bench.job(3)
+    result = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert result.status == "ok" and result.written == 4
+    assert checked == [f"pg-train-{o.uid(job)}"]
+
+
+def _written(bench: Bench, op: str) -> float:
+    return bench.ctl.metrics.registry.get_sample_value("podgrouper_podgroups_written_total", {"operation": op}) or 0.0
+
+
+def test_a_pass_whose_new_pods_only_join_their_podgroup_writes_no_podgroup(bench: Bench) -> None:
+    """A large workload's pods arriving a few per pass: its PodGroup object does not change (the new pods see
+    it as its newest pod does), so the pass neither compares nor writes it — the record lists the new pods.
+    A PodGroup someone else changed is compared (and put right) by the next pass."""
+    job = bench.job(40)  # at least Tuning.settle_min_pods: the next pass starts from this one's plan
+    reconciler = bench.ctl.reconciler
+    bench.run(reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    pg = f"pg-train-{o.uid(job)}"
+    compared = _written(bench, "created") + _written(bench, "unchanged") + _written(bench, "updated")
+    assert compared == 1
+    for i in (40, 41):
+        bench.pod(job, f"train-{i}")
+    bench.drain()
+    result = bench.run(reconciler.reconcile(WL))
+    bench.run(bench.landed())
+    assert result.status == "ok" and result.written == 2, "two pod patches, no PodGroup write"
+    assert _written(bench, "created") + _written(bench, "unchanged") + _written(bench, "updated") == compared
+    record = bench.ctl.store.pod_group(NS, pg)
+    assert record is not None and len(record.pods) == 42 and {"train-40", "train-41"} <= set(record.pods)
+    assert set(bench.marks().values()) == {pg}
+    # someone else edits the PodGroup: its event makes the next pass compare it and put it right
+    stored = copy.deepcopy(bench.world.get(PODGROUP, NS, pg))
+    assert stored is not None
+    stored["spec"]["minMember"] = 7
+    bench.world.put(stored)
+    bench.pod(job, "train-42")
+    bench.drain()
+    result = bench.run(reconciler.reconcile(WL))
+    assert result.status == "ok" and _written(bench, "updated") == 1
+    fixed = bench.world.get(PODGROUP, NS, pg)
+    assert fixed is not None and fixed["spec"]["minMember"] == 40
+
