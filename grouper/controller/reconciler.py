@@ -466,8 +466,8 @@ class Reconciler:
         # pods is the very object that pass wrote (a change by anyone else makes the next pass compare all)
         to_write = groups if rewritten is None else [g for g in groups if g.metadata.name in rewritten]
         ok_groups = set() if rewritten is None else {g.metadata.name for g in groups} - rewritten
-        joined = plan.merged - rewritten if plan.merged is not None and rewritten is not None else ()
-        for g in [g for g in groups if g.metadata.name in joined] if joined else ():  # records gain the pods
+        joined = plan.merged - rewritten if plan.merged is not None and rewritten is not None else frozenset()
+        for g in (g for g in groups if g.metadata.name in joined):  # only gained pods: their records list them
             self.store.record_pod_group_members(g.metadata.namespace, g.metadata.name, g.pods, g.newest)
             await self._say_unsatisfiable(workload_obj, g)
         written = await asyncio.gather(*(self._write_group(wl, plan, g) for g in to_write))
@@ -647,8 +647,8 @@ class Reconciler:
         reasons = plan_reasons(g, filling=True)
         cause = f"Unsatisfiable/{md.name}"
         if not reasons:
-            return self.recorder.clear(workload_obj, cause)
-        if await self.recorder.report(workload_obj, cause, message := "; ".join(reasons)):
+            self.recorder.clear(workload_obj, cause)
+        elif await self.recorder.report(workload_obj, cause, message := "; ".join(reasons)):
             log.warning("%s", message, extra={"podgroup": md.name})
 
     async def _write_group(self, wl: WorkloadKey, plan: WorkloadPlan, g: PlannedGroup) -> tuple[str | None, str | None, bool]:

@@ -23,8 +23,6 @@ good: the soak's RSS rose ~18 MiB an hour with the Python objects and the heap's
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import gc
 import logging
 import time
@@ -48,7 +46,11 @@ def tune_collector() -> tuple[int, int, int]:
 
 
 def malloc_trim() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)`` (give every free page of the C heaps back), or None without it."""
+    """glibc's ``malloc_trim(0)`` (give every free page of the C heaps back), or None without it. Called once
+    the caches are synced, so ``ctypes`` is imported then, not on the way to the first ``/readyz``."""
+    import ctypes
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         trim = libc.malloc_trim

@@ -345,7 +345,6 @@ def test_a_pod_deleted_while_its_pass_decides_leaves_no_record_behind(bench: Ben
     assert bench.ctl.store.sizes()["pods"] == 2
 
 
-
 def test_a_pass_checks_each_podgroup_against_the_rules_once(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each pod's decision checks its PodGroup against the rules, and so does the write (a merged PodGroup is
     written only if it holds to them): all with the answers of the pass's workload context, which the plan
@@ -404,4 +403,3 @@ def test_a_pass_whose_new_pods_only_join_their_podgroup_writes_no_podgroup(bench
     assert result.status == "ok" and _written(bench, "updated") == 1
     fixed = bench.world.get(PODGROUP, NS, pg)
     assert fixed is not None and fixed["spec"]["minMember"] == 40
-
