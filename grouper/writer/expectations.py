@@ -14,6 +14,10 @@ and write again.) Entries also expire after ``ttl``
 seconds (a lost echo can never freeze a decision), and a cached object with a resourceVersion at least as
 new as ours supersedes the entry.
 
+A pod patch answered 404 is recorded too (:meth:`gone`): the pod is deleted, and until the watch says so
+the cache still holds it, so every pass meanwhile would patch it again and get 404 again (found in the
+Kubeflow operator test: a PyTorchJob scaled down, the grouper's passes racing the operator's delete).
+
 A write on its way (sent, not answered yet) is recorded too (:meth:`writing`, with what it sets): its echo
 may arrive before its answer, when there is no version yet to recognise it by, so the event handler compares
 the event with what the write sets (:meth:`in_flight`) instead of reconciling its own write again.
@@ -35,10 +39,11 @@ ObjKey = tuple[str, str, str]  # (kind, namespace, name)
 
 @dataclass(frozen=True)
 class _Expected:
-    obj: Obj | None  # None: we deleted it
+    obj: Obj | None  # None: we deleted it, or a write found it gone
     uid: str
     rv: str
     at: float
+    gone: bool = False  # the API server answered 404: no event of this uid but its DELETED is news
 
 
 def _rv(obj: Obj | None) -> str:
@@ -95,6 +100,12 @@ class WriteExpectations:
         """Record that we deleted the object: :meth:`current` answers None until the watch agrees."""
         self._put((kind, namespace, name), _Expected(None, uid, "", time.monotonic()))
 
+    def gone(self, kind: str, namespace: str, name: str, uid: str) -> None:
+        """Record that a write found the object (``uid``) deleted: :meth:`current` answers None until the
+        watch delivers its DELETED event. Unlike :meth:`deleted` (a delete we asked for, which finalizers may
+        hold up), an update of that uid seen meanwhile is only the watch catching up: it keeps the entry."""
+        self._put((kind, namespace, name), _Expected(None, uid, "", time.monotonic(), gone=True))
+
     def _put(self, key: ObjKey, exp: _Expected) -> None:
         self._entries.pop(key, None)
         self._entries[key] = exp
@@ -130,6 +141,8 @@ class WriteExpectations:
             return False
         if event_type != "DELETED" and exp.obj is not None and _older(_rv(obj), exp.rv):
             return False
+        if event_type != "DELETED" and exp.gone and o.uid(obj) == exp.uid:
+            return False  # an update from before the object's deletion
         del self._entries[key]
         if exp.obj is None:
             return event_type == "DELETED" and (not exp.uid or o.uid(obj) == exp.uid)

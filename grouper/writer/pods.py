@@ -171,21 +171,26 @@ class PodPatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._flights.clear()
 
-    def current(self, pod: Obj) -> Obj:
-        """The pod as it is now: our own patch the cache has not shown yet, else the cache's object.
+    def current(self, pod: Obj) -> Obj | None:
+        """The pod as it is now: our own patch the cache has not shown yet, else the cache's object; None
+        when a patch of it was answered 404 and the watch has not delivered its deletion yet.
         Never only the caller's copy: that one may be older than a reconcile's await, and once the echo
         of our patch has reached the cache (clearing the expectation), an old copy would be patched again."""
         ns, name = o.namespace(pod), o.name(pod)
         latest = self.cached(ns, name) or pod
-        return self.expectations.current("Pod", ns, name, latest) or latest
+        return self.expectations.current("Pod", ns, name, latest)
 
     def needed(self, pod: Obj, pod_group: str, sub_group: str | None) -> bool:
         """Whether :meth:`ensure` would write (counting our own patches the cache has not shown yet)."""
-        return pod_patch(self.current(pod), pod_group, sub_group) is not None
+        current = self.current(pod)
+        return current is not None and pod_patch(current, pod_group, sub_group) is not None
 
     async def ensure(self, pod: Obj, pod_group: str, sub_group: str | None) -> PatchResult:
         """Patch when needed. Raises ``ApiError`` (not 404) or ``NotLeader``."""
         current = self.current(pod)
+        if current is None:
+            self._count("gone")
+            return "gone"
         patch = pod_patch(current, pod_group, sub_group)
         if patch is None:
             self._count("unchanged")
@@ -200,7 +205,8 @@ class PodPatcher:
             # only the answer's metadata is read (``marked``): the whole pod is most of a patch's CPU
             written = await self.client.merge_patch(POD_RESOURCE.path(ns, name), patch, metadata_only=True)
         except ApiError as e:
-            if e.not_found:
+            if e.not_found:  # deleted: not patched again before the watch says so
+                self.expectations.gone("Pod", ns, name, o.uid(current))
                 self._count("gone")
                 return "gone"
             self._count("error")
