@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from api.workloads import BAD_JOB, create_jobset
 from controller.harness import GrouperThread, annotated, job, label_namespace, pod_groups, pods
@@ -99,7 +100,19 @@ def env(cluster: Any, kube: Kube) -> Iterator[Env]:
             wait_until(lambda: len([p for p in pods(kube, a) if (p["metadata"].get("annotations") or {})
                                     .get("pod-group-name")]) == 5, 60, what="JobSet and Job pods grouped")
             wait_until(lambda: g.store.failing_pods(a), 60, what="the bad Job's pod failed to group")
-            yield Env(f"http://127.0.0.1:{g.service.http_port}", a, b, cluster.admin_token,
+            base = f"http://127.0.0.1:{g.service.http_port}"
+
+            def gangs_waiting() -> bool:
+                """Every gang Waiting (no scheduler runs) in the grouper's own view: it follows the PodGroups
+                by their watch, a moment behind the writes waited for above, and a page shows what the
+                grouper has seen when it is opened (the State filter offers only the states listed)."""
+                listed = httpx.get(f"{base}/workloads", headers={"Authorization": f"Bearer {cluster.admin_token}"},
+                                   timeout=10).json()["items"]
+                states = {w["name"]: w.get("state") for w in listed}
+                return all(states.get(n) == "Waiting" for n in ("demo", "train", OTHER_JOB))
+
+            wait_until(gangs_waiting, 60, what="every gang Waiting in the grouper's view")
+            yield Env(base, a, b, cluster.admin_token,
                       cluster.create_token(a, "tenant"), cluster.create_token(a, "nobody"), g, kube)
     finally:
         for ns in (a, b):
@@ -292,13 +305,16 @@ def test_a_waiting_gang_shows_the_schedulers_reason(browser: Any, env: Env, arti
     tab.open("/workloads", expect="error")
     tab.use_token(env.admin)
 
-    def waiting() -> bool:  # the other gangs wait too (no scheduler runs), without a word from it
+    def waiting() -> bool:
+        """``train`` alone listed Waiting, with the scheduler's reason. The other gangs wait too (no scheduler
+        runs), without a word from it, and so did ``train`` until the grouper's watch brought the status just
+        written: the page shows what the grouper has seen when it is opened."""
         tab.open(f"/workloads?namespace={a}&kind=Job&state=Waiting")
-        return [r["name"] for r in tab.rows()] == ["train"]
+        return [r["name"] for r in tab.rows()] == ["train"] and \
+            GPU_MESSAGE in tab.page.inner_text("#workloads tbody tr:not([hidden]) td.reason")
 
-    wait_until(waiting, 30, what="Job train Waiting in the web view")
+    wait_until(waiting, 30, what="Job train Waiting in the web view, with the scheduler's reason")
     assert tab.page.input_value("#f-state") == "Waiting"
-    assert GPU_MESSAGE in tab.page.inner_text("#workloads tbody tr:not([hidden]) td.reason")
     tab.open("/workloads")
     tab.shot("workloads-waiting.png")
     tab.open(f"/workloads?namespace={a}&kind=Job&state=Waiting")
