@@ -13,7 +13,11 @@ admission webhook's single decision (``Grouper.decide`` makes a context of one p
   cheap placement reads it (``GroupingContext.prepared``). A ``GroupingError`` it raised is the answer for
   every pod of that top owner;
 * **the PodGroup rules' answer** per distinct PodGroup (:mod:`.validation`): every pod of a workload sees
-  the same one.
+  the same one;
+* **what a plugin derives from its owner's pods** (:meth:`WorkloadContext.from_pods`: whether a Deployment's
+  or a Knative Revision's pods already have a PodGroup each), listed once per pass instead of once per pod.
+  It needs no invalidation: a pass that lists pods keeps neither its decisions nor its context
+  (:mod:`.workload_plan`), so it lives exactly one pass.
 
 It is valid for one unchanging view of the cluster: a pass that yields to the event loop (the cache may have
 moved on) starts a new one; a Karta pass decided in a worker thread reads a snapshot the loop took for it
@@ -26,8 +30,8 @@ PodGroups, not its pods. Pure: it reads only what the decisions hand it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from grouper.core.lookups import Lookups
 from grouper.core.owner_chain import OwnerChain, owner_key, resolve_owners
@@ -36,6 +40,8 @@ from grouper.model import objects as o
 from grouper.model.errors import GroupingError
 from grouper.model.objects import Obj
 from grouper.model.podgroup import PodGroupMetadata
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -53,7 +59,7 @@ class WorkloadContext:
     """One planning pass's shared work (see the module doc). ``pods``: the pods a plugin may prepare for
     together — the pods of one workload the pass decides (empty when the pass spans several workloads)."""
 
-    __slots__ = ("_chains", "_prepared", "_validated", "pods")
+    __slots__ = ("_chains", "_derived", "_prepared", "_validated", "pods")
 
     def __init__(self, pods: Sequence[Obj] = ()) -> None:
         self.pods = pods
@@ -62,6 +68,8 @@ class WorkloadContext:
         # raised); both are held so that neither id() is reused while the context lives
         self._prepared: dict[tuple[int, Any], tuple[Preparing, Obj, Any, GroupingError | None]] = {}
         self._validated: dict[tuple[Any, ...], list[str]] = {}
+        # (what, owner identity) -> (the owner, the value, the error it raised)
+        self._derived: dict[tuple[Hashable, Any], tuple[Obj, Any, GroupingError | None]] = {}
 
     def chain(self, pod: Obj, lookups: Lookups) -> OwnerChain:
         """The pod's owner chain: its siblings' when one was walked to the end in this pass (the reads of a
@@ -77,14 +85,9 @@ class WorkloadContext:
         return chain
 
     def prepared(self, plugin: Preparing, top_owner: Obj) -> Any:
-        """``plugin``'s per-workload part for ``top_owner``, prepared at the first call of the pass. The top
-        owner is told apart by uid and resourceVersion (a skipped owner's merged view of the kind below it
-        is a new object per pod, the same object all the same), else by identity."""
-        meta = o.meta(top_owner)
-        uid, version = meta.get("uid"), meta.get("resourceVersion")
-        ident: Any = (uid, version) if isinstance(uid, str) and uid and isinstance(version, str) and version \
-            else id(top_owner)
-        key = (id(plugin), ident)
+        """``plugin``'s per-workload part for ``top_owner`` (told apart as :func:`_identity` says), prepared
+        at the first call of the pass."""
+        key = (id(plugin), _identity(top_owner))
         hit = self._prepared.get(key)
         if hit is None:
             try:
@@ -95,6 +98,25 @@ class WorkloadContext:
         if hit[3] is not None:
             raise hit[3]
         return hit[2]
+
+    def from_pods(self, what: Hashable, owner: Obj, derive: Callable[[], T]) -> T:
+        """What ``derive`` makes of ``owner``'s pods (it lists them through the first asking pod's lookups),
+        derived once per pass: its siblings get the same value, or the same ``GroupingError``, without
+        listing again — a 1,000-pod Deployment deciding 300 new pods lists 300 pods once, not 300 times.
+        The list's reads are the first decision's; the pass's dependencies are the union of its decisions'.
+        Anything else ``derive`` raises (a kind not cached yet) is not kept: the next pod asks again."""
+        key = (what, _identity(owner))
+        hit = self._derived.get(key)
+        if hit is None:
+            try:
+                hit = (owner, derive(), None)
+            except GroupingError as exc:
+                hit = (owner, None, exc)
+            self._derived[key] = hit
+        if hit[2] is not None:
+            raise hit[2]
+        value: T = hit[1]
+        return value
 
     def validate(self, md: PodGroupMetadata) -> list[str]:
         """The PodGroup rules' errors for ``md`` (:func:`validate_pod_group`), checked once per distinct
@@ -107,6 +129,14 @@ class WorkloadContext:
         if known is None:
             known = self._validated[key] = validate_pod_group(md)
         return list(known)
+
+
+def _identity(owner: Obj) -> Any:
+    """An owner told apart by uid and resourceVersion (a skipped owner's merged view of the kind below it is
+    a new object per pod, the same object all the same), else by identity (its holder keeps it alive)."""
+    meta = o.meta(owner)
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    return (uid, version) if isinstance(uid, str) and uid and isinstance(version, str) and version else id(owner)
 
 
 __all__ = ["Preparing", "WorkloadContext"]

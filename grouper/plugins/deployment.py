@@ -98,9 +98,14 @@ def has_podgroup_per_pod(ctx: GroupingContext, dep: Obj, gang_name: str) -> bool
         mine = _get_podgroup(ctx, ns, own, dep)
         if mine is not None and _first_owner_kind(mine) == "Pod":
             return True
-    pods = _deployment_pods(ctx, dep, ns)
+    return ctx.workload.from_pods("Deployment per pod", dep, lambda: _pods_per_pod(ctx, dep, ns, gang_name, gang))
+
+
+def _pods_per_pod(ctx: GroupingContext, dep: Obj, ns: str, gang_name: str, gang: Obj | None) -> bool:
+    """KAI's rule over the PodGroups the Deployment's pods name (step 3 of the module doc): the same for
+    every pod of the pass, so derived once per pass (``WorkloadContext.from_pods``)."""
     seen: set[str] = set()
-    for p in pods:
+    for p in _deployment_pods(ctx, dep, ns):
         pg_name = annotations_of(p).get(POD_GROUP_ANNOTATION)
         if not pg_name:
             continue

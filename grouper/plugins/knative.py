@@ -59,19 +59,19 @@ def _gang_decision(ctx: GroupingContext, revision: Obj) -> tuple[bool, str]:
         pods = ctx.lookups.list("v1", "Pod", ns, {REVISION_LABEL: rev})
     except LookupForbidden as err:
         raise GroupingError(f"cannot list the pods of {describe(revision)}: {err}") from err
-    seen: list[str] = []
+    seen: set[str] = set()
     for other in pods:
         pg = annotations_of(with_pod_typemeta(other)).get(POD_GROUP_ANNOTATION)
         if pg is None:
             continue
         if pg in seen:
             return False, f"two pods of {describe(revision)} share PodGroup {pg}"
-        seen.append(pg)
+        seen.add(pg)
     if len(seen) > 1:
         return True, f"pods of {describe(revision)} already use {len(seen)} PodGroups (per-pod, kept)"
     if not seen:
         return False, f"no pod of {describe(revision)} is grouped yet"
-    pg_name = seen[0]
+    (pg_name,) = seen
     try:
         existing = ctx.lookups.get(PODGROUP_API_VERSION, "PodGroup", ns, pg_name)
     except LookupForbidden as err:
@@ -111,7 +111,7 @@ class KnativeGrouper:
         md = default_metadata(ctx, top_owner=revision, owners=[revision], priority_fallback=INFERENCE_PRIORITY)
         if not ctx.config.knative_gang_schedule:
             return per_pod(md, ctx, "--knative-gang-schedule=false")
-        is_per_pod, why = _gang_decision(ctx, revision)
+        is_per_pod, why = ctx.workload.from_pods("Revision per pod", revision, lambda: _gang_decision(ctx, revision))
         if is_per_pod:
             return per_pod(md, ctx, why)
         md.min_member, md.provenance["minMember"] = min_scale(revision)

@@ -125,3 +125,90 @@ def test_a_karta_workloads_pass_costs_one_sandbox_run(nimservice: Any) -> None:
              for p in pods]
     assert together == alone and together[0] is not None
     assert alone_runner.runs > counting.runs
+
+
+class CountingLookups(InMemoryLookups):
+    """Counts the pod lists (the cost ``WorkloadContext.from_pods`` saves)."""
+
+    lists = 0
+
+    def list(self, api_version: str, kind: str, namespace: str | None, label_selector: Any = None) -> list[Obj]:
+        self.lists += kind == "Pod"
+        return super().list(api_version, kind, namespace, label_selector)
+
+
+def pod_group(name: str, owner: Obj) -> Obj:
+    return owned("scheduling.run.ai/v2alpha2", "PodGroup", name, owner, spec={"minMember": 1})
+
+
+def deployment_world(new: int, legacy: int = 0, foreign_pg: bool = False) -> tuple[list[Obj], list[Obj]]:
+    """A Deployment whose ReplicaSet has ``legacy`` pods on per-pod PodGroups (KAI before v0.18) and ``new``
+    pods not grouped yet; ``foreign_pg``: one more pod names a PodGroup owned by a ConfigMap."""
+    dep = owned("apps/v1", "Deployment", "web", spec={"selector": {"matchLabels": {"app": "web"}}})
+    rs = owned("apps/v1", "ReplicaSet", "web-5d8", dep)
+    objects, pods = [dep, rs], []
+
+    def web_pod(name: str, pg: str | None = None) -> Obj:
+        meta: dict[str, Any] = {"labels": {"app": "web"}}
+        if pg:
+            meta["annotations"] = {"pod-group-name": pg}
+        return owned("v1", "Pod", name, rs, meta=meta, spec={"schedulerName": "kai-scheduler"})
+
+    for i in range(legacy):
+        p = web_pod(f"web-5d8-old{i}", f"pg-web-5d8-old{i}-uid-pod-web-5d8-old{i}")
+        objects.append(pod_group(f"pg-web-5d8-old{i}-uid-pod-web-5d8-old{i}", p))
+        pods.append(p)
+    if foreign_pg:
+        cm = owned("v1", "ConfigMap", "cm")
+        pods.append(web_pod("web-5d8-odd", "pg-odd"))
+        objects += [cm, pod_group("pg-odd", cm)]
+    pods += [web_pod(f"web-5d8-new{i}") for i in range(new)]
+    return objects + pods, pods
+
+
+@pytest.mark.parametrize(
+    ("world", "outcome", "names"),
+    [
+        (deployment_world(6), "grouped", {"pg-web-uid-deployment-web"}),  # a new Deployment: one gang
+        (deployment_world(4, legacy=3), "grouped", None),  # per pod, kept through the upgrade
+        (deployment_world(4, foreign_pg=True), "error", set()),  # neither a Pod nor the Deployment owns it
+    ],
+    ids=["new", "legacy-per-pod", "foreign-owner"],
+)
+def test_a_deployment_pass_lists_its_pods_once_and_decides_as_each_pod_alone(
+    world: tuple[list[Obj], list[Obj]], outcome: str, names: set[str] | None
+) -> None:
+    """KAI's per-pod rule reads the Deployment's pods: a pass of 300 new pods used to list 300 pods 300 times
+    (the burst's second-largest CPU difference); now once per pass, with the same decisions."""
+    objects, pods = world
+    grouper = build_grouper()
+    together_lookups = CountingLookups(objects)
+    workload = WorkloadContext(pods)
+    together = [grouper.decide(p, together_lookups, workload) for p in pods]
+    assert together_lookups.lists == 1
+    alone_lookups = CountingLookups(objects)
+    alone = [grouper.decide(p, alone_lookups) for p in pods]
+    assert together == alone
+    new = [d for p, d in zip(pods, together, strict=True) if "new" in p["metadata"]["name"]]
+    assert {d.outcome for d in new} == {outcome}
+    if names is None:  # one PodGroup each
+        assert len({d.pod_group.name for d in new if d.pod_group is not None}) == len(new)
+    else:
+        assert {d.pod_group.name for d in new if d.pod_group is not None} == names
+    if outcome == "error":
+        assert "owned by ConfigMap" in new[0].message
+
+
+def test_a_knative_revisions_pods_are_listed_once_per_pass() -> None:
+    svc = owned("serving.knative.dev/v1", "Service", "svc")
+    rev = owned("serving.knative.dev/v1", "Revision", "svc-00001", svc)
+    pods = [owned("v1", "Pod", f"svc-00001-{i}", rev,
+                  meta={"labels": {"serving.knative.dev/revision": "svc-00001"}},
+                  spec={"schedulerName": "kai-scheduler"}) for i in range(5)]
+    grouper = build_grouper()
+    lookups = CountingLookups([svc, rev, *pods])
+    workload = WorkloadContext(pods)
+    together = [grouper.decide(p, lookups, workload) for p in pods]
+    assert lookups.lists == 1
+    assert together == [grouper.decide(p, CountingLookups([svc, rev, *pods])) for p in pods]
+    assert {d.pod_group.name for d in together if d.pod_group is not None} == {"pg-svc-00001-uid-revision-svc-00001"}
