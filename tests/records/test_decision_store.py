@@ -273,3 +273,50 @@ def test_a_refused_write_makes_the_pod_records_failed_until_it_succeeds() -> Non
     assert store.unpatched_record("ns", "p")  # looked at again even when it needs no patch any more
     store.record_pod_patched("ns", "p", "patched")
     assert store.pod("ns", "p").outcome == "grouped" and store.failing_pods() == []  # type: ignore[union-attr]
+
+
+def test_reusing_the_last_pods_shared_part_records_what_building_each_key_records() -> None:
+    """The shortcut in ``DecisionStore._share`` (the pod recorded just before had the same inputs) against the
+    simple path (every key built): the same records and the same table, whatever input changes between two
+    pods, and after the part was released by the forgetting of all its pods."""
+    other_top = OwnerRef("batch/v1", "Job", "eval", "job-uid-2")
+    variants: list[tuple[str, dict[str, Any]]] = [
+        ("ns/train", {"provenance": {"queue": "label kai.scheduler/queue on Job ns/train", "x": "y"}}),
+        ("ns/train", {"notes": ["a note"]}),
+        ("ns/train", {"plugin": "Other"}),
+        ("ns/train", {"definition": "def", "definition_origin": "builtin"}),
+        ("ns/train", {"definition": "def", "definition_origin": "catalog"}),
+        ("ns/train", {"top_owner": other_top}),
+        ("ns/train", {"owner_chain": [other_top, OwnerRef("batch/v1", "Job", "train", "job-uid")]}),
+        ("ns/train", {"pod_namespace": "other"}),
+        ("ns/other", {}),  # another workload
+    ]
+    # each variant right after a pod with the common inputs, whose part it must not reuse
+    sequence: list[tuple[str, str, dict[str, Any]]] = [("a", "ns/train", {}), ("b", "ns/train", {})]
+    for i, (wl, kw) in enumerate(variants):
+        sequence += [(f"v{i}", wl, kw), (f"k{i}", "ns/train", {})]
+    # and one input at a time between pods that both have a definition
+    sequence += [("v9", "ns/train", {"definition": "d2", "definition_origin": "builtin"}),
+                 ("v10", "ns/train", {"definition": "d2", "definition_origin": "catalog"}),
+                 ("v11", "ns/train", {"definition": "d3", "definition_origin": "catalog"}),
+                 ("z", "ns/train", {})]  # last: l's inputs, its part released in between
+
+    def run(shortcut: bool) -> tuple[list[PodRecord], dict[str, int]]:
+        store = DecisionStore()
+        for name, wl, kw in sequence:
+            if not shortcut:
+                store._last_shared = None
+            store.record_decision(_decision(name, **kw), wl)
+        # every pod of the common part gone, then a new pod with the same inputs
+        for name, _, _ in sequence:
+            if not name.startswith("v"):
+                store.forget_pod("ns", name)
+        if not shortcut:
+            store._last_shared = None
+        store.record_decision(_decision("l"), "ns/train")
+        return [dataclasses.replace(r, decided_at=None) for r in store.pods()], store.sizes()
+
+    fast, slow = run(True), run(False)
+    assert fast == slow
+    assert fast[1]["sharedParts"] == 1 + len(variants) + 3  # the common part (again, for l) and each variant's
+    assert sorted(r.name for r in fast[0]) == sorted(["l", *(f"v{i}" for i in range(len(variants) + 3))])
