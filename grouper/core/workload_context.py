@@ -31,7 +31,7 @@ PodGroups, not its pods. Pure: it reads only what the decisions hand it.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from grouper.core.lookups import Lookups
 from grouper.core.owner_chain import OwnerChain, owner_key, resolve_owners
@@ -59,17 +59,16 @@ class WorkloadContext:
     """One planning pass's shared work (see the module doc). ``pods``: the pods a plugin may prepare for
     together — the pods of one workload the pass decides (empty when the pass spans several workloads)."""
 
-    __slots__ = ("_chains", "_derived", "_prepared", "_validated", "pods")
+    __slots__ = ("_chains", "_once", "_validated", "pods")
 
     def __init__(self, pods: Sequence[Obj] = ()) -> None:
         self.pods = pods
         self._chains: dict[tuple[str, str, str, str, str], OwnerChain] = {}
-        # (plugin, top owner identity) -> (the plugin and top owner it was made for, its part, the error it
-        # raised); both are held so that neither id() is reused while the context lives
-        self._prepared: dict[tuple[int, Any], tuple[Preparing, Obj, Any, GroupingError | None]] = {}
         self._validated: dict[tuple[Any, ...], list[str]] = {}
-        # (what, owner identity) -> (the owner, the value, the error it raised)
-        self._derived: dict[tuple[Hashable, Any], tuple[Obj, Any, GroupingError | None]] = {}
+        # what is computed once per pass (:meth:`_computed_once`): (what, owner identity) -> (the objects it was
+        # computed for, held so that no id() in the key is reused while the context lives; the value; the
+        # GroupingError it raised)
+        self._once: dict[tuple[Hashable, Any], tuple[Any, Any, GroupingError | None]] = {}
 
     def chain(self, pod: Obj, lookups: Lookups) -> OwnerChain:
         """The pod's owner chain: its siblings' when one was walked to the end in this pass (the reads of a
@@ -87,17 +86,8 @@ class WorkloadContext:
     def prepared(self, plugin: Preparing, top_owner: Obj) -> Any:
         """``plugin``'s per-workload part for ``top_owner`` (told apart as :func:`_identity` says), prepared
         at the first call of the pass."""
-        key = (id(plugin), _identity(top_owner))
-        hit = self._prepared.get(key)
-        if hit is None:
-            try:
-                hit = (plugin, top_owner, plugin.prepare(top_owner, self.pods), None)
-            except GroupingError as exc:
-                hit = (plugin, top_owner, None, exc)
-            self._prepared[key] = hit
-        if hit[3] is not None:
-            raise hit[3]
-        return hit[2]
+        return self._computed_once((id(plugin), _identity(top_owner)), (plugin, top_owner),
+                                   lambda: plugin.prepare(top_owner, self.pods))
 
     def from_pods(self, what: Hashable, owner: Obj, derive: Callable[[], T]) -> T:
         """What ``derive`` makes of ``owner``'s pods (it lists them through the first asking pod's lookups),
@@ -105,18 +95,21 @@ class WorkloadContext:
         listing again — a 1,000-pod Deployment deciding 300 new pods lists 300 pods once, not 300 times.
         The list's reads are the first decision's; the pass's dependencies are the union of its decisions'.
         Anything else ``derive`` raises (a kind not cached yet) is not kept: the next pod asks again."""
-        key = (what, _identity(owner))
-        hit = self._derived.get(key)
+        return cast(T, self._computed_once((what, _identity(owner)), owner, derive))
+
+    def _computed_once(self, key: tuple[Hashable, Any], hold: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()`` at the first call with ``key`` in the pass, its value (or the ``GroupingError`` it
+        raised, raised again) at every later one."""
+        hit = self._once.get(key)
         if hit is None:
             try:
-                hit = (owner, derive(), None)
+                hit = (hold, compute(), None)
             except GroupingError as exc:
-                hit = (owner, None, exc)
-            self._derived[key] = hit
+                hit = (hold, None, exc)
+            self._once[key] = hit
         if hit[2] is not None:
             raise hit[2]
-        value: T = hit[1]
-        return value
+        return hit[1]
 
     def validate(self, md: PodGroupMetadata) -> list[str]:
         """The PodGroup rules' errors for ``md`` (:func:`validate_pod_group`), checked once per distinct
