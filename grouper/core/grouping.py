@@ -26,7 +26,8 @@ from grouper.core.step_aside import (
     foreign_group,
     kai_note,
     marked,
-    skip_marker,
+    owner_marker,
+    podgang_marker,
 )
 from grouper.core.workload_context import WorkloadContext
 from grouper.model import objects as o
@@ -51,11 +52,23 @@ def is_terminal(pod: Obj) -> bool:
 __all__ = ["POD_GROUP_ANNOTATION", "SKIP_ANNOTATION", "SUBGROUP_LABEL", "Grouper"]
 
 
-def _skips(obj: Obj) -> bool:
+def _check_metadata(obj: Obj) -> None:
     problem = o.metadata_problem(obj)  # first: every reader after this takes labels/annotations as maps
     if problem is not None:
         raise InvalidWorkload(problem[1], obj=o.describe(obj), field=problem[0])
+
+
+def _skips(obj: Obj) -> bool:
+    _check_metadata(obj)
     return marked(obj)
+
+
+def _owner_rules(owners: list[Obj], upstream: bool) -> tuple[StepAside | None, StepAside | None]:
+    """What the step-aside rules say of the owners alone: the first skip-annotated owner, and the first whose
+    controller writes upstream groups. A malformed owner's metadata is reported before any rule reads it."""
+    for owner in owners:
+        _check_metadata(owner)
+    return owner_marker(owners), controller_groups(owners, ray_label=upstream)
 
 
 def _step_aside(d: Decision, found: StepAside) -> None:
@@ -120,16 +133,17 @@ class Grouper:
         d.notes.extend(chain.notes)
         if chain.truncated:
             d.notes.append(f"owner chain truncated: {chain.truncated}")
-        for owner in chain.owners:
-            _skips(owner)  # a malformed owner's metadata is reported before any rule reads it
         # Step aside where something else groups the pod (core/step_aside.py): skip markers always; an
-        # upstream group only with the upstream backend (the KAI backend groups for KAI and says so).
-        marker = skip_marker(pod, chain.owners, lookups)
+        # upstream group only with the upstream backend (the KAI backend groups for KAI and says so). The
+        # owners' part reads the owners alone: once per owner chain the pass shares.
+        upstream = self.config.backend == "upstream"
+        marked_owner, theirs = workload.of_chain(
+            ("owner rules", upstream), chain, lambda: _owner_rules(chain.owners, upstream)
+        ) if chain.owners else (None, None)
+        marker = marked_owner or podgang_marker(pod, lookups)
         if marker is not None:
             _step_aside(d, marker)
             return
-        upstream = self.config.backend == "upstream"
-        theirs = controller_groups(chain.owners, ray_label=upstream)
         if theirs is not None:
             if upstream:
                 _step_aside(d, theirs)

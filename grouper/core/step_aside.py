@@ -96,9 +96,19 @@ def marked(obj: Obj) -> bool:
 def skip_marker(pod: Obj, owners: list[Obj], lookups: Lookups) -> StepAside | None:
     """Rule 1 (both backends): the skip annotation on an owner, or an ignored Grove PodGang. The pod's own
     annotation is checked before its owners are resolved (see ``Grouper._decide``)."""
+    return owner_marker(owners) or podgang_marker(pod, lookups)
+
+
+def owner_marker(owners: list[Obj]) -> StepAside | None:
+    """Rule 1, owner part: the first owner (direct owner first) with the skip annotation."""
     for owner in owners:
         if marked(owner):
             return StepAside(SKIP_REASON, f"{o.describe(owner)} has annotation {SKIP_ANNOTATION}=true")
+    return None
+
+
+def podgang_marker(pod: Obj, lookups: Lookups) -> StepAside | None:
+    """Rule 1, pod part: the pod's Grove PodGang, when it says Grove writes the KAI PodGroup."""
     gang_name = o.labels(pod).get(PODGANG_LABEL)
     if isinstance(gang_name, str) and gang_name:  # any other value: the Grove plugin names the bad label
         try:

@@ -12,6 +12,8 @@ admission webhook's single decision (``Grouper.decide`` makes a context of one p
   sandbox run over the root and the pass's pods), computed at the first pod that needs it, then each pod's
   cheap placement reads it (``GroupingContext.prepared``). A ``GroupingError`` it raised is the answer for
   every pod of that top owner;
+* **the step-aside rules' owner part** per owner chain (:meth:`WorkloadContext.of_chain`): a chain's
+  owners are the same objects for every pod that shares it;
 * **the PodGroup rules' answer** per distinct PodGroup (:mod:`.validation`): every pod of a workload sees
   the same one;
 * **what a plugin derives from its owner's pods** (:meth:`WorkloadContext.from_pods`: whether a Deployment's
@@ -96,6 +98,11 @@ class WorkloadContext:
         The list's reads are the first decision's; the pass's dependencies are the union of its decisions'.
         Anything else ``derive`` raises (a kind not cached yet) is not kept: the next pod asks again."""
         return cast(T, self._computed_once((what, _identity(owner)), owner, derive))
+
+    def of_chain(self, what: Hashable, chain: OwnerChain, compute: Callable[[], T]) -> T:
+        """What ``compute`` derives from ``chain``'s owners alone (the step-aside rules' owner part), once per
+        chain: the pods sharing a walked chain (:meth:`chain`) share the value, or the ``GroupingError``."""
+        return cast(T, self._computed_once((what, id(chain)), chain, compute))
 
     def _computed_once(self, key: tuple[Hashable, Any], hold: Any, compute: Callable[[], Any]) -> Any:
         """``compute()`` at the first call with ``key`` in the pass, its value (or the ``GroupingError`` it

@@ -158,8 +158,7 @@ class PodGroupMetadata:
         (a decision's metadata is not changed after it is made), so merging costs O(sub-groups).
         ``share``: the sub-groups themselves are this metadata's, in a new list, for a caller that
         replaces each one it gives pods to."""
-        return replace(
-            self,
+        return self._replaced(
             sub_groups=list(self.sub_groups) if share else [sg.with_pods([]) for sg in self.sub_groups],
             labels=dict(self.labels),
             annotations=dict(self.annotations),
@@ -171,7 +170,16 @@ class PodGroupMetadata:
         """The metadata without what only explains a decision (provenance: the decision's record has it)
         and without pod lists: what the controller keeps between reconciles to write the PodGroup again.
         Sub-groups without pods are kept as they are (shared, never changed), the rest copied."""
-        return replace(self, provenance={}, sub_groups=[sg.with_pods([]) if sg.pods else sg for sg in self.sub_groups])
+        return self._replaced(provenance={}, sub_groups=[sg.with_pods([]) if sg.pods else sg for sg in self.sub_groups])
+
+    def _replaced(self, **changes: Any) -> PodGroupMetadata:
+        """``dataclasses.replace(self, **changes)`` without its per-field introspection (the class has no
+        ``__post_init__`` to run): a shallow copy with ``changes``. Every decision kept and every merge makes
+        one (docs/performance.md)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
 
     def bound_copied_metadata(self) -> Dropped:
         """Drop the labels and annotations the API server would refuse (:mod:`.metadata_limits`), in

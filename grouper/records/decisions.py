@@ -315,11 +315,18 @@ class DecisionStore:
         self._put_pod(namespace, name, rec)
 
     def record_pod_patched(self, namespace: str, name: str, result: str) -> None:
-        old = self._pods.get(namespace, {}).get(name)
-        if old is not None:
-            rec = old.copy()
-            rec.patched, rec.patched_at = result, _clock()
-            self._put_pod(namespace, name, rec)
+        rec = self._pods.get(namespace, {}).get(name)
+        if rec is None:
+            return
+        # Every pod's patch lands here once: only the patch fields change, so the record is updated in place
+        # (its PodGroup link and shared part stay; :meth:`_put_pod` would unlink and link them again).
+        rec.patched, rec.patched_at = result, _clock()
+        failing = self._failing.setdefault(namespace, set())
+        if rec.outcome == "error" or result == PATCH_FAILED:
+            failing.add(name)
+        else:
+            failing.discard(name)
+        self.updated = time.monotonic()
 
     def record_pod_group_members(self, namespace: str, name: str, pods: list[str], newest: str) -> None:
         """A PodGroup that only gained pods since its last record (its object unchanged, not written again):

@@ -212,3 +212,49 @@ def test_a_knative_revisions_pods_are_listed_once_per_pass() -> None:
     assert lookups.lists == 1
     assert together == [grouper.decide(p, CountingLookups([svc, rev, *pods])) for p in pods]
     assert {d.pod_group.name for d in together if d.pod_group is not None} == {"pg-svc-00001-uid-revision-svc-00001"}
+
+
+@pytest.mark.parametrize(
+    ("job_meta", "backend", "reason"),
+    [
+        ({}, "kai", "Grouped"),
+        ({"annotations": {"kai.scheduler/skip-podgrouper": "true"}}, "kai", "SkipAnnotation"),
+        ({"labels": ["not", "a", "map"]}, "kai", "InvalidWorkload"),
+        ({}, "upstream", "Grouped"),
+    ],
+)
+def test_the_step_aside_rules_read_a_shared_chains_owners_once_and_decide_as_each_pod_alone(
+    monkeypatch: pytest.MonkeyPatch, job_meta: dict[str, Any], backend: str, reason: str
+) -> None:
+    """The owners' part of the step-aside rules (a skip-annotated owner, an owner whose controller writes
+    upstream groups, a malformed owner's metadata) is computed once for the pods that share a chain; each pod
+    gets what deciding it alone gives, an error included."""
+    from grouper.core import grouping
+    from grouper.core.config import GroupingConfig
+
+    calls: list[int] = []
+    real = grouping._owner_rules
+
+    def counting(owners: list[Obj], upstream: bool) -> Any:
+        calls.append(len(owners))
+        return real(owners, upstream)
+
+    monkeypatch.setattr(grouping, "_owner_rules", counting)
+    js = owned("jobset.x-k8s.io/v1alpha2", "JobSet", "js", spec={"replicatedJobs": [
+        {"name": "worker", "replicas": 2, "template": {"spec": {"parallelism": 3}}}]})
+    jobs = [owned("batch/v1", "Job", f"js-worker-{r}", js, meta=dict(job_meta) if r == 0 else {}) for r in range(2)]
+    pods = [owned("v1", "Pod", f"js-worker-{r}-{i}", jobs[r], spec={"schedulerName": "kai-scheduler"},
+                  meta={"labels": {"jobset.sigs.k8s.io/replicatedjob-name": "worker",
+                                   "jobset.sigs.k8s.io/job-index": str(r)}})
+            for r in range(2) for i in range(3)]
+    grouper = build_grouper(GroupingConfig(backend=backend))
+    lookups = InMemoryLookups([js, *jobs, *pods])
+    workload = WorkloadContext(pods)
+    together = [grouper.decide(p, lookups, workload) for p in pods]
+    assert calls == [2, 2], "once per chain: one per Job"
+    alone = [grouper.decide(p, InMemoryLookups([js, *jobs, *pods])) for p in pods]
+    assert together == alone
+    assert {d.reason for d in together[:3]} == {reason}
+    assert {d.reason for d in together[3:]} == {"Grouped"}
+    if reason == "InvalidWorkload":
+        assert "metadata.labels" in together[0].message and "js-worker-0" in together[0].message

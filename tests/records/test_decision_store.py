@@ -320,3 +320,46 @@ def test_reusing_the_last_pods_shared_part_records_what_building_each_key_record
     assert fast == slow
     assert fast[1]["sharedParts"] == 1 + len(variants) + 3  # the common part (again, for l) and each variant's
     assert sorted(r.name for r in fast[0]) == sorted(["l", *(f"v{i}" for i in range(len(variants) + 3))])
+
+
+class _CopyingStore(DecisionStore):
+    """The simple path ``record_pod_patched`` replaced: copy the record, set the patch, put the copy back."""
+
+    def record_pod_patched(self, namespace: str, name: str, result: str) -> None:
+        old = self._pods.get(namespace, {}).get(name)
+        if old is not None:
+            rec = old.copy()
+            rec.patched, rec.patched_at = result, 0.0
+            self._put_pod(namespace, name, rec)
+
+
+def test_a_patch_updates_the_record_in_place_as_putting_a_copy_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pod's patch result is written into its record in place; the records, the failing pods and the
+    PodGroups' members are what copying the record and putting it back gives, whatever came before (a
+    decision, a failed decision, a failed patch) and whatever the result."""
+    import grouper.records.decisions as decisions
+
+    monkeypatch.setattr(decisions, "_clock", lambda: 0.0)
+    steps: list[tuple[str, Any]] = [
+        ("decide", _decision("a")), ("decide", _decision("b")), ("patched", ("a", "patched")),
+        ("patch_failed", ("b", "422 Invalid")), ("patched", ("b", "unchanged")), ("patched", ("gone", "patched")),
+        ("decide", _decision("c", outcome="error", reason="OwnerNotFound", message="Job ns/x not found")),
+        ("patched", ("c", "patched")), ("patched", ("a", "failed")), ("error", ("a", "boom")),
+        ("patched", ("a", "patched")),
+    ]
+    stores = (DecisionStore(), _CopyingStore())
+    for what, arg in steps:
+        for store in stores:
+            if what == "decide":
+                store.record_decision(arg, "Job.batch ns/train")
+            elif what == "patched":
+                store.record_pod_patched("ns", *arg)
+            elif what == "patch_failed":
+                store.record_pod_patch_failed("ns", *arg)
+            else:
+                store.record_pod_error("ns", *arg)
+        fast, simple = stores
+        assert fast.pods() == simple.pods(), (what, arg)
+        assert fast.failing_pods() == simple.failing_pods(), (what, arg)
+        assert fast.pods_of_group("ns", "pg-train-job-uid") == simple.pods_of_group("ns", "pg-train-job-uid")
+    assert [r.name for r in stores[0].failing_pods()] == ["c"]  # a: its last patch succeeded
