@@ -93,14 +93,10 @@ def marked(obj: Obj) -> bool:
     return o.annotations(obj).get(SKIP_ANNOTATION) == "true"
 
 
-def skip_marker(pod: Obj, owners: list[Obj], lookups: Lookups) -> StepAside | None:
-    """Rule 1 (both backends): the skip annotation on an owner, or an ignored Grove PodGang. The pod's own
-    annotation is checked before its owners are resolved (see ``Grouper._decide``)."""
-    return owner_marker(owners) or podgang_marker(pod, lookups)
-
-
 def owner_marker(owners: list[Obj]) -> StepAside | None:
-    """Rule 1, owner part: the first owner (direct owner first) with the skip annotation."""
+    """Rule 1 (both backends), owner part: the first owner (direct owner first) with the skip annotation. The
+    pod's own annotation is checked before its owners are resolved, the owners' part once per owner chain, and
+    the pod's PodGang after it (:func:`podgang_marker`; see ``Grouper._decide``)."""
     for owner in owners:
         if marked(owner):
             return StepAside(SKIP_REASON, f"{o.describe(owner)} has annotation {SKIP_ANNOTATION}=true")

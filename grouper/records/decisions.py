@@ -239,6 +239,10 @@ class DecisionStore:
         self._pods.setdefault(namespace, {})[name] = rec
         if rec.pod_group:
             add_member(self._group_pods, (namespace, rec.pod_group), name)
+        self._mark_failing(namespace, name, rec)
+
+    def _mark_failing(self, namespace: str, name: str, rec: _PodRecord) -> None:
+        """Keep the failing pods (a failed decision or a refused patch) in step with ``rec``, just stored."""
         failing = self._failing.setdefault(namespace, set())
         if rec.outcome == "error" or rec.patched == PATCH_FAILED:
             failing.add(name)
@@ -321,12 +325,7 @@ class DecisionStore:
         # Every pod's patch lands here once: only the patch fields change, so the record is updated in place
         # (its PodGroup link and shared part stay; :meth:`_put_pod` would unlink and link them again).
         rec.patched, rec.patched_at = result, _clock()
-        failing = self._failing.setdefault(namespace, set())
-        if rec.outcome == "error" or result == PATCH_FAILED:
-            failing.add(name)
-        else:
-            failing.discard(name)
-        self.updated = time.monotonic()
+        self._mark_failing(namespace, name, rec)
 
     def record_pod_group_members(self, namespace: str, name: str, pods: list[str], newest: str) -> None:
         """A PodGroup that only gained pods since its last record (its object unchanged, not written again):
