@@ -54,9 +54,9 @@ def test_other_errors_keep_the_back_off(e: ApiError) -> None:
     assert delays(ApiError(0, "ConnectionError", "refused"), 3) == [0.8, 1.6, 2.0]
 
 
-def test_the_real_api_servers_answer_for_a_custom_resource_not_listed_yet(cluster: Any, kube: Kube) -> None:
-    """What the real API server answers the first streaming list of a new CRD is what ``cache_initializing``
-    recognizes (the watch cache of a custom resource is built at its first request)."""
+def first_answers_to_a_new_crd(cluster: Any, kube: Kube) -> list[Any]:
+    """Create a CRD, wait until it is established and stream-list its resource until the initial list ends;
+    return what each attempt was answered (an ``ApiError`` or the first event's type)."""
     group = f"t{uuid.uuid4().hex[:8]}.example.com"
     kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -68,13 +68,11 @@ def test_the_real_api_servers_answer_for_a_custom_resource_not_listed_yet(cluste
                                                               "x-kubernetes-preserve-unknown-fields": True}}}]},
     })
     crd = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.{group}"
-    wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                           for c in (kube.get(crd).get("status") or {}).get("conditions") or []), timeout=30)
     path = f"/apis/{group}/v1/things"
     params = {"watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
               "allowWatchBookmarks": "true", "timeoutSeconds": "5"}
 
-    async def first_answers() -> list[Any]:
+    async def answers_until_listed() -> list[Any]:
         cfg = kubeconfig.explicit(cluster.server, token=cluster.admin_token, ca_file=cluster.ca_file)
         client = KubeClient(cfg, qps=0)
         answers: list[Any] = []
@@ -93,9 +91,28 @@ def test_the_real_api_servers_answer_for_a_custom_resource_not_listed_yet(cluste
             await client.close()
 
     try:
-        answers = asyncio.run(first_answers())
+        wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True"
+                               for c in (kube.get(crd).get("status") or {}).get("conditions") or []), timeout=30)
+        return asyncio.run(answers_until_listed())
     finally:
         kube.delete(crd)
-    assert isinstance(answers[0], ApiError) and answers[0].status == 429, answers
+
+
+def test_the_real_api_servers_answer_for_a_custom_resource_not_listed_yet(cluster: Any, kube: Kube) -> None:
+    """What the real API server answers the first streaming list of a new CRD is what ``cache_initializing``
+    recognizes (the watch cache of a custom resource is built at its first request).
+
+    Our request is not always the first: kube-controller-manager's garbage collector and quota controller
+    rediscover resources every 30 s and start a watch on each new one, so a CRD established just before their
+    rediscovery has its cache built before we ask (CI saw the bare ``BOOKMARK`` once). Such an attempt tells
+    nothing about a first request; the test then tries a fresh CRD, up to five, and fails if none was answered
+    429 first."""
+    tried = []
+    for _ in range(5):
+        answers = first_answers_to_a_new_crd(cluster, kube)
+        assert answers and answers[-1] == "BOOKMARK", answers
+        tried.append(answers)
+        if answers != ["BOOKMARK"]:
+            break
+    assert isinstance(answers[0], ApiError) and answers[0].status == 429, tried
     assert cache_initializing(answers[0]), answers[0]
-    assert answers[-1] == "BOOKMARK", answers
