@@ -85,6 +85,31 @@ log = logging.getLogger(__name__)
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 
+class _Maps:
+    """Each object's labels and annotations as :func:`labels_of` / :func:`annotations_of` give them, read once
+    per decision: the rules below read the owners' and the pod's maps about eighteen times in all (a copy
+    and a check each), so each is read at its first use, in the same order, and the same errors come first."""
+
+    __slots__ = ("_annotations", "_labels")
+
+    def __init__(self) -> None:
+        # id() keys: every object asked about is held by the decision for as long as this lives
+        self._labels: dict[int, dict[str, str]] = {}
+        self._annotations: dict[int, dict[str, str]] = {}
+
+    def labels(self, obj: Obj) -> dict[str, str]:
+        got = self._labels.get(id(obj))
+        if got is None:
+            got = self._labels[id(obj)] = labels_of(obj)
+        return got
+
+    def annotations(self, obj: Obj) -> dict[str, str]:
+        got = self._annotations.get(id(obj))
+        if got is None:
+            got = self._annotations[id(obj)] = annotations_of(obj)
+        return got
+
+
 def default_metadata(
     ctx: GroupingContext,
     *,
@@ -102,14 +127,15 @@ def default_metadata(
     if top is ctx.pod:  # a bare pod is its own top owner; pods from typed lists lack apiVersion/kind
         top = pod
     chain = list(ctx.owners if owners is None else owners) or [top]
-    top_labels, top_annotations = labels_of(top), annotations_of(top)
+    maps = _Maps()
+    top_labels, top_annotations = maps.labels(top), maps.annotations(top)
     if top is pod or (str(top.get("kind")) == "Pod" and uid(top) == uid(pod) and name(top) == name(pod)):
         # The pod is its own top owner (bare, or below a skipped top owner such as an Argo Workflow):
         # leave out the two keys the grouper itself writes on the pod,
         # so the PodGroup is the same before and after the pod is marked (no rewrite after a restart).
         top_labels = {k: v for k, v in top_labels.items() if k != SUBGROUP_LABEL}
         top_annotations = {k: v for k, v in top_annotations.items() if k != POD_GROUP_ANNOTATION}
-    pod_labels, pod_annotations = labels_of(pod), annotations_of(pod)
+    pod_labels, pod_annotations = maps.labels(pod), maps.annotations(pod)
     provenance: dict[str, str] = {}
 
     labels = dict(top_labels)
@@ -124,17 +150,19 @@ def default_metadata(
     # noise on a PodGroup and a leak, so unlike KAI we do not copy it.
     annotations.update({k: v for k, v in top_annotations.items() if k != LAST_APPLIED_ANNOTATION})
 
-    queue, provenance["queue"] = resolve_queue(top, pod, ctx.config)
+    queue, provenance["queue"] = resolve_queue(top, pod, ctx.config, maps)
     defaults, defaults_source = load_defaults(ctx)
     priority, provenance["priorityClassName"] = resolve_priority_class(
-        ctx, chain, pod, priority_fallback, defaults, defaults_source
+        ctx, chain, pod, priority_fallback, defaults, defaults_source, maps
     )
-    preemptibility, provenance["preemptibility"] = resolve_preemptibility(chain, pod, defaults, defaults_source)
+    preemptibility, provenance["preemptibility"] = resolve_preemptibility(
+        chain, pod, defaults, defaults_source, maps
+    )
     delay, provenance["preemptionDelay"] = first_duration(
-        chain, pod, PREEMPTION_DELAY_ANNOTATION, allow_negative=False
+        chain, pod, PREEMPTION_DELAY_ANNOTATION, maps, allow_negative=False
     )
     staleness, provenance["stalenessGracePeriod"] = first_duration(
-        chain, pod, STALENESS_GRACE_PERIOD_ANNOTATION, allow_negative=True
+        chain, pod, STALENESS_GRACE_PERIOD_ANNOTATION, maps, allow_negative=True
     )
     topology = topology_from_annotations(top_annotations)
     provenance["topology"] = (
@@ -184,10 +212,11 @@ class DefaultGrouper:
 # ---------------------------------------------------------------- queue
 
 
-def resolve_queue(top: Obj, pod: Obj, config: GroupingConfig) -> tuple[str, str]:
+def resolve_queue(top: Obj, pod: Obj, config: GroupingConfig, maps: _Maps | None = None) -> tuple[str, str]:
     """The queue and where it came from."""
     key = config.queue_label_key
-    top_labels, pod_labels = labels_of(top), labels_of(pod)
+    maps = maps or _Maps()
+    top_labels, pod_labels = maps.labels(top), maps.labels(pod)
     if top_labels.get(key):
         return top_labels[key], f"label {key} on {describe(top)}"
     if pod_labels.get(key):
@@ -250,14 +279,16 @@ def resolve_priority_class(
     fallback: str,
     defaults: dict[str, TypeDefaults],
     defaults_source: str,
+    maps: _Maps | None = None,
 ) -> tuple[str, str]:
     """The priority class name and where it came from (order: module docstring)."""
+    maps = maps or _Maps()
     candidates: list[tuple[str, str]] = []
     for owner in chain:
-        value = labels_of(owner).get(PRIORITY_LABEL)
+        value = maps.labels(owner).get(PRIORITY_LABEL)
         if value:
             candidates.append((value, f"label {PRIORITY_LABEL} on {describe(owner)}"))
-    pod_label = labels_of(pod).get(PRIORITY_LABEL)
+    pod_label = maps.labels(pod).get(PRIORITY_LABEL)
     if pod_label:
         candidates.append((pod_label, f"label {PRIORITY_LABEL} on {describe(pod)}"))
     pod_spec = dig(pod, "spec", "priorityClassName")
@@ -293,12 +324,13 @@ def resolve_priority_class(
 
 
 def resolve_preemptibility(
-    chain: list[Obj], pod: Obj, defaults: dict[str, TypeDefaults], defaults_source: str
+    chain: list[Obj], pod: Obj, defaults: dict[str, TypeDefaults], defaults_source: str, maps: _Maps | None = None
 ) -> tuple[str, str]:
     """``preemptible`` / ``non-preemptible`` / "" and where it came from."""
+    maps = maps or _Maps()
     skipped: list[str] = []
     for obj in [*chain, pod]:
-        value = labels_of(obj).get(PREEMPTIBILITY_LABEL)
+        value = maps.labels(obj).get(PREEMPTIBILITY_LABEL)
         if value is None:
             continue
         source = f"label {PREEMPTIBILITY_LABEL} on {describe(obj)}"
@@ -322,11 +354,14 @@ def resolve_preemptibility(
 # ---------------------------------------------------------------- durations
 
 
-def first_duration(chain: list[Obj], pod: Obj, key: str, *, allow_negative: bool) -> tuple[str | None, str]:
+def first_duration(
+    chain: list[Obj], pod: Obj, key: str, maps: _Maps | None = None, *, allow_negative: bool
+) -> tuple[str | None, str]:
     """The first valid duration annotation ``key`` on the owners (direct first), then the pod."""
+    maps = maps or _Maps()
     skipped: list[str] = []
     for obj in [*chain, pod]:
-        raw = annotations_of(obj).get(key)
+        raw = maps.annotations(obj).get(key)
         if raw is None:
             continue
         source = f"annotation {key} on {describe(obj)}"

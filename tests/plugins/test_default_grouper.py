@@ -591,3 +591,62 @@ def test_last_applied_configuration_is_not_copied() -> None:
     md = group(fixture_owner(annotations={last_applied: '{"spec": {"env": "secret"}}', "keep": "me"}))
     assert last_applied not in md.annotations
     assert md.annotations["keep"] == "me"
+
+
+# ---------------------------------------------------------------- each map read once per decision
+
+
+def _chain_case(bad: str | None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """(pod, owners direct first, top owner, PriorityClasses): every rule reads some owner's map; ``bad`` names
+    one map made malformed (``"<who>.<labels|annotations>"``, who = pod, direct, middle or top)."""
+    maps = {
+        "pod": ({"project": "p", "user": "u"}, {"kai.scheduler/stale-grace-period": "2m"}),
+        "direct": ({"kai.scheduler/preemptibility": "bogus"}, {"kai.scheduler/preemption-delay": "nope"}),
+        "middle": ({"priorityClassName": "missing", "kai.scheduler/preemptibility": "preemptible"},
+                   {"kai.scheduler/preemption-delay": "90s"}),
+        "top": ({"priorityClassName": "inference", "app": "x"}, {"kai.scheduler/topology": "t"}),
+    }
+    if bad is not None:
+        who, section = bad.split(".")
+        labels, annotations = maps[who]
+        maps[who] = ({**labels, "broken": 7}, annotations) if section == "labels" else (labels, {**annotations, "broken": 7})  # type: ignore[dict-item]
+    top = owner("Top", "example.com/v1", "top", uid="t", labels=maps["top"][0], annotations=maps["top"][1])
+    middle = owner("Middle", "example.com/v1", "middle", uid="m", labels=maps["middle"][0], annotations=maps["middle"][1])
+    direct = owner("Direct", "example.com/v1", "direct", uid="d", labels=maps["direct"][0], annotations=maps["direct"][1])
+    the_pod = pod(labels=maps["pod"][0], annotations=maps["pod"][1], owner=direct)
+    return the_pod, [direct, middle, top], top, [priority_class("inference")]
+
+
+@pytest.mark.parametrize("bad", [None, *(f"{who}.{section}" for who in ("pod", "direct", "middle", "top")
+                                        for section in ("labels", "annotations"))])
+def test_each_map_is_read_once_and_the_decision_is_reading_it_at_every_use(bad: str | None,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_Maps`` keeps each object's labels and annotations for the decision: the PodGroup, its provenance and
+    the first error (naming the object and field) are what reading the map at every use gives."""
+    from grouper.plugins import default
+
+    def decide() -> PodGroupMetadata | str:
+        the_pod, owners, top, classes = _chain_case(bad)
+        try:
+            return default_metadata(context(the_pod, top, owners, objects=classes))
+        except InvalidWorkload as e:
+            return str(e)
+
+    reads: list[int] = []
+    real = default.labels_of, default.annotations_of
+    monkeypatch.setattr(default, "labels_of", lambda obj: reads.append(id(obj)) or real[0](obj))
+    monkeypatch.setattr(default, "annotations_of", lambda obj: reads.append(id(obj)) or real[1](obj))
+    kept = decide()
+    kept_reads = len(reads)
+    monkeypatch.setattr(default._Maps, "labels", lambda self, obj: default.labels_of(obj))
+    monkeypatch.setattr(default._Maps, "annotations", lambda self, obj: default.annotations_of(obj))
+    reads.clear()
+    every_time = decide()
+    assert kept == every_time
+    if bad is None:
+        assert isinstance(kept, PodGroupMetadata)
+        assert (kept.priority_class_name, kept.preemptibility, kept.preemption_delay, kept.queue) == (
+            "inference", "preemptible", "1m30s", "p")
+        assert kept_reads == 8 < len(reads)  # four objects, two maps each, against one read per use
+    else:
+        assert isinstance(kept, str) and "broken" in kept, kept
