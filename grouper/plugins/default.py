@@ -87,8 +87,9 @@ LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 class _Maps:
     """Each object's labels and annotations as :func:`labels_of` / :func:`annotations_of` give them, read once
-    per decision: the rules below read the owners' and the pod's maps about eighteen times in all (a copy
-    and a check each), so each is read at its first use, in the same order, and the same errors come first."""
+    per decision: the rules below read the owners' and the pod's maps eighteen times for a pod with two owners
+    (a copy and a check each), so each is read at its first use, in the same order, and the same error comes
+    first."""
 
     __slots__ = ("_annotations", "_labels")
 
