@@ -9,7 +9,7 @@ table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -17,20 +17,17 @@ V = TypeVar("V")
 
 
 class BoundedMemo(Generic[K, V]):
-    """``get(key)``: the value kept for ``key``, or None (TypeError for an unhashable key, like a dict). It is
-    the table's own ``dict.get``, bound once: the interner and the GVK parser ask ~35 times per pod event,
-    and a Python-level method doubled the cost of each hit. ``_data`` is therefore never replaced, only
-    cleared."""
-
-    __slots__ = ("_data", "get", "limit")
-    get: Callable[[K], V | None]
+    __slots__ = ("_data", "limit")
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"BoundedMemo: limit must be at least 1, got {limit}")
         self.limit = limit
         self._data: dict[K, V] = {}
-        self.get = self._data.get
+
+    def get(self, key: K) -> V | None:
+        """The value kept for ``key``, or None. Raises TypeError for an unhashable key, like a dict."""
+        return self._data.get(key)
 
     def put(self, key: K, value: V) -> V:
         """Keep ``value`` for ``key`` (starting over first when full); returns ``value``."""
