@@ -619,7 +619,7 @@ def _chain_case(bad: str | None) -> tuple[dict[str, Any], list[dict[str, Any]], 
 
 @pytest.mark.parametrize("bad", [None, *(f"{who}.{section}" for who in ("pod", "direct", "middle", "top")
                                         for section in ("labels", "annotations"))])
-def test_each_map_is_read_once_and_the_decision_is_reading_it_at_every_use(bad: str | None,
+def test_each_map_is_read_once_and_decides_as_reading_it_at_every_use(bad: str | None,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """``_Maps`` keeps each object's labels and annotations for the decision: the PodGroup, its provenance and
     the first error (naming the object and field) are what reading the map at every use gives."""
