@@ -66,25 +66,28 @@ class Holds:
         loaded = registry.get(name) if registry is not None else None
         return source_of(loaded.definition) if loaded is not None and loaded.usable else None
 
+    def to_check(self, namespace: str, workload: OwnerRef, groups: list[Any]) -> list[Obj]:
+        """The stored PodGroups a definition produced that :meth:`apply` must judge against the plan's ``groups``:
+        none (nothing held) when every one is decided again by the definition that made it, the steady state."""
+        stored = [pg for pg in self.stored_of(namespace, workload.uid) if DEFINITION_ANNOTATION in o.annotations(pg)]
+        planned = {g.metadata.name: g for g in groups} if stored else {}
+        return [] if all(unchanged_source(pg, planned) for pg in stored) else stored
+
     async def apply(
         self,
         namespace: str,
         workload: OwnerRef,
+        stored: list[Obj],
         groups: list[Any],
         placement: dict[str, tuple[str, str | None]],
         pod: Callable[[str], Obj | None],
         decided: Iterable[tuple[Obj, Decision]],
     ) -> Held:
-        """Hold what must be held: ``groups`` (the plan's PodGroups) lose those that replace a held one and
-        ``placement`` sends their pods to it (:func:`~grouper.core.hold.replan`; ``pod(name)``: the pod as it is
-        now); decisions of the pods placed so say it. Returns what was held."""
+        """Hold what must be held of ``stored`` (:meth:`to_check`'s): ``groups`` lose those that replace a held one
+        and ``placement`` sends their pods to it, in place (:func:`~grouper.core.hold.replan`; ``pod(name)``: the
+        pod as it is now); decisions of the pods placed so say it. Returns what was held."""
         held = Held()
-        stored = [pg for pg in self.stored_of(namespace, workload.uid) if DEFINITION_ANNOTATION in o.annotations(pg)]
-        if not stored:
-            return held
         planned = {g.metadata.name: g for g in groups}
-        if all(unchanged_source(pg, planned) for pg in stored):
-            return held  # the steady state: every one decided again by the definition that made it
         top = self.owner(workload, namespace)
         generation = o.meta(top).get("generation") if top is not None else None
         gen = str(generation) if generation is not None else None

@@ -6,26 +6,23 @@ and the resyncer). A kept decision is only ever used for the very pod it was mad
 (:func:`grouper.core.workload_plan.reusable`), so the cache can make a plan cheaper, never different — the
 planning property test (``tests/controller/test_plan_property.py``) holds that in place.
 
-With the decisions, an entry holds the last plan a pass carried out in full (no error, nothing held or
-waiting: :meth:`PlanCache.settle`; workloads of ``Tuning.settle_min_pods`` pods or more): the next pass starts from it and looks again only at the pods whose
-events reached it (the workload index's touched pods, :func:`grouper.core.workload_plan.update`), so a pass
-costs what changed, not the workload. A pass takes it (:meth:`PlanCache.take_last`), so a pass cut short
-leaves the next one to plan every pod; so does a PodGroup changed by someone else and a resync's check
-(:meth:`PlanCache.unsettle`), and anything that drops the decisions.
+An entry also holds the last plan a pass carried out in full (no error, nothing held or waiting, at least
+``Tuning.settle_min_pods`` pods: :meth:`PlanCache.settle`): the next pass starts from it and looks again only
+at the pods whose events reached it (:func:`grouper.core.workload_plan.update`), so a pass costs what changed,
+not the workload. A pass takes it (:meth:`PlanCache.take_last`), so a pass cut short leaves the next one to
+plan every pod; so do a PodGroup changed by someone else, a resync's check (:meth:`PlanCache.unsettle`) and
+anything that drops the decisions.
 
-With the decisions, an entry holds the workload context of the pass that kept them
-(:class:`grouper.core.workload_context.WorkloadContext`: owner chains walked, each plugin's per-workload part,
-the PodGroup rules' answers), and the next pass that starts from the kept decisions decides its new pods in
-it. It was made from the objects those decisions read, so whatever drops them drops it; its per-workload parts
-are keyed by the top owner's uid and resourceVersion. While a large workload's pods arrive one or two per
-pass, this is what keeps a pass from walking the chain, building a JobSet's sub-groups and running a Karta
-root again for each pod (docs/performance.md: the burst into 1,000-pod workloads).
+And it holds the workload context of the pass that kept them (:class:`grouper.core.workload_context.WorkloadContext`:
+owner chains, each plugin's per-workload part, the PodGroup rules' answers), in which the next pass decides its
+new pods: made from what those decisions read, it goes with them. While a large workload's pods arrive one or
+two per pass, this keeps a pass from walking the chain, building a JobSet's sub-groups and running a Karta root
+again for each pod (docs/performance.md: the burst into 1,000-pod workloads).
 
-Kept decisions pay while a workload's pods arrive (a burst, a scale-up); a settled workload's next change
-is rare and costs one plan that decides every pod. So a workload's entry not used for ``Tuning.kept_idle_seconds`` is
-dropped: memory grows with the workloads being reconciled, not with the cluster
-(``benchmarks/bench_memory.py``). Time-based, not a size cap: a cap smaller than the pods of the workloads
-active at once would drop entries still in use and re-decide whole workloads on every pass.
+An entry not used for ``Tuning.kept_idle_seconds`` is dropped (kept decisions pay while a workload's pods
+arrive; a settled workload's next change is rare and costs one plan of every pod): memory grows with the
+workloads being reconciled, not with the cluster (``benchmarks/bench_memory.py``). Time-based, not a size cap:
+a cap smaller than the pods of the workloads active at once would re-decide whole workloads on every pass.
 """
 
 from __future__ import annotations
@@ -85,8 +82,7 @@ class PlanCache:
         return last
 
     def unsettle(self, wl: WorkloadKey) -> None:
-        """The next pass plans every pod (with the kept decisions): the stored objects may differ from the
-        last plan."""
+        """The next pass plans every pod (with the kept decisions): the stored objects may differ from it."""
         entry = self._kept.get(wl)
         if entry is not None:
             entry.last = None

@@ -2,17 +2,13 @@
 its PodGroups, send its pods' patches on their way, and delete the PodGroups of this workload that
 nothing names any more.
 
-Level-triggered: the input is a key, the state is read from the caches, the output converges the
-cluster; running it twice in a row writes nothing the second time. The plan comes from the one planning
-path (:mod:`grouper.core.workload_plan`), with the decisions the last plan kept (:mod:`.plans`). Pod
-patches are fire-and-track (:meth:`grouper.writer.pods.PodPatcher.start`): a pass never waits for one;
-when the last patch of a workload lands, anything the pass left owed (deleting a replaced PodGroup, a pod
-decided again while its patch flew) queues the workload again. Failures stay with their workload — a
-PodGroup the API server rejects, a pod whose decision or patch failed — and are reported as warning Events
-(on the pod and on the workload) and in the decision store. Transient failures back off and retry; a
-decision error no retry can fix (an owner cycle, a malformed workload), and a write the API server refuses
-for good (400/422: :mod:`grouper.writer.failures`), is reported once (one Event per cause while it stands)
-and waits for the next change of an object the decision read (the event handlers re-queue it).
+Level-triggered: the input is a key, the state is read from the caches; running it twice in a row writes
+nothing the second time. The plan comes from the one planning path (:mod:`grouper.core.workload_plan`), with
+the decisions the last plan kept (:mod:`.plans`). Pod patches are fire-and-track: a pass never waits for one;
+a workload's last patch landing queues it again for what the pass left owed (a replaced PodGroup, a pod decided
+again while its patch flew, a pass put off meanwhile: :meth:`Reconciler._coalesce`). Failures stay with their
+workload, reported as warning Events and in the decision store: transient ones back off; one no retry can fix
+(an owner cycle, a write refused for good: :mod:`grouper.writer.failures`) waits for a change of its inputs.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -43,6 +40,7 @@ from grouper.kube.cache import (
     POD_OWNED_INDEX,
     POD_PODGROUP_INDEX,
     PODGROUP,
+    PODGROUP_DEFINED_INDEX,
     PODGROUP_OWNER_INDEX,
     Absent,
     CacheLookups,
@@ -157,6 +155,7 @@ class Reconciler:
         pod_group_concurrency: int = 16,
         incremental: bool = True,
         tuning: Tuning = DEFAULT_TUNING,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``queue``: where a pass queues other workloads (a pod moved to another, the last patch of a workload
         landed) and, with back-off, a workload whose pod patch failed after its pass ended. ``incremental``:
@@ -165,35 +164,33 @@ class Reconciler:
         self.cache, self.index, self.grouper = cache, index, grouper
         self.writer, self.patcher, self.recorder = writers.pod_groups, writers.pods, writers.events
         self.upstream = writers.upstream
-        self.store, self.metrics = store, metrics
-        self.queue = queue
-        self.deleted = deleted
+        self.store, self.metrics, self.queue, self.deleted = store, metrics, queue, deleted
         self.plans = plans if plans is not None else PlanCache()
-        self.incremental = incremental
-        self.tuning = tuning
+        self.incremental, self.tuning, self._clock = incremental, tuning, clock
         # PodGroup writes have their own budget: a new workload's PodGroup must not queue behind the
         # pod patches of the workloads before it (its own patches wait for it)
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
+        self._put_off: dict[WorkloadKey, float] = {}  # passes put off while patches fly: since when
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
         self._moving: dict[WorkloadKey, set[str]] = {}
         self._patch_failures: dict[WorkloadKey, dict[str, _PatchFailure]] = {}  # pod name -> its last failure
         self._snapshot_hints = Hints()  # what a Karta kind's passes asked of the loop from their thread
         self.holds = Holds(  # a definition change never silently weakens a running gang (core/hold.py)
-            stored_of=self.pod_groups_owned,
-            pods_naming=self._pods_naming,
-            owner=self.cached_owner,
-            definitions=lambda: self.grouper.definitions,
-            writer=self.writer,
-            recorder=self.recorder,
+            stored_of=lambda namespace, uid: self.pod_groups_owned(namespace, uid, PODGROUP_DEFINED_INDEX),
+            pods_naming=self._pods_naming, owner=self.cached_owner, definitions=lambda: self.grouper.definitions,
+            writer=self.writer, recorder=self.recorder,
         )
         # the WorkloadGroups, set by the wiring (they plan through this reconciler): a group's key is reconciled
         # there, and a member workload's pass hands it over instead of writing its own PodGroups
         self.groups: Groups | None = None
 
     async def reconcile(self, wl: WorkloadKey) -> Result:
+        wait = self._coalesce(wl)
+        if wait is not None:  # not a pass: nothing looked at, none counted
+            return Result(requeue_after=wait)
         t0 = time.monotonic()
         try:
             result = await self._reconcile(wl)
@@ -203,6 +200,18 @@ class Reconciler:
             self.metrics.child(self.metrics.reconciles, result.status, result.plugin).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - t0)
         return result
+
+    def _coalesce(self, wl: WorkloadKey) -> float | None:
+        """Seconds to put ``wl``'s pass off, None to pass now (client-go's expectations, bounded): while its patches
+        fly, the pods its events bring wait for the last to land (it queues ``wl``: ``_owed``) or ``coalesce_seconds``
+        from the first pass put off, whichever is first: they share one pass, not one each (docs/performance.md)."""
+        now = self._clock()
+        left = self._put_off.setdefault(wl, now) + self.tuning.coalesce_seconds - now if self._in_flight.get(wl) else 0
+        if left <= 0:
+            self._put_off.pop(wl, None)
+            return None
+        self._owed.add(wl)
+        return left
 
     async def _reconcile(self, wl: WorkloadKey) -> Result:
         if self.groups is not None and self.groups.handles(wl):
@@ -273,9 +282,7 @@ class Reconciler:
                 terminal.add(key[1])
             elif allowed(key[0]):
                 live.append(pod)
-        if not live and not terminal:
-            return None
-        return live, terminal
+        return (live, terminal) if live or terminal else None
 
     def _touched_pods(
         self, wl: WorkloadKey, last: tuple[WorkloadPlan, frozenset[str]], touched: set[tuple[str, str]]
@@ -424,13 +431,13 @@ class Reconciler:
             first = min(plan.pods)
             workload_obj = InvolvedObject.of_pod(next(iter(self._pods_named(wl, plan, [first])), plan.pods[first]))
         lookups = self.cache.lookups()
-        groups, placement = list(plan.groups), dict(plan.placement)
-        held = (
-            await self.holds.apply(wl.namespace, workload_ref, groups, placement,
-                                   lambda name: next(iter(self._pods_named(wl, plan, [name])), None), plan.decided)
-            if workload_ref is not None and self.upstream is None
-            else Held()
-        )
+        groups, placement, held = plan.groups, plan.placement, Held()
+        stored = self.holds.to_check(wl.namespace, workload_ref, groups) \
+            if workload_ref is not None and self.upstream is None else []
+        if stored and workload_ref is not None:  # the plan's own lists stay as planned (a hold changes copies)
+            groups, placement = list(groups), dict(placement)
+            held = await self.holds.apply(wl.namespace, workload_ref, stored, groups, placement,
+                                          lambda name: next(iter(self._pods_named(wl, plan, [name])), None), plan.decided)
         holding = bool(held.names)
         if holding:  # its placement is the hold's: decide all next time
             self.plans.invalidate(wl)
@@ -636,6 +643,7 @@ class Reconciler:
         await self.patcher.settle(timeout)
         self._in_flight.clear()
         self._owed.clear()
+        self._put_off.clear()
         self._owed_pods.clear()
         self._moving.clear()
 
@@ -707,11 +715,10 @@ class Reconciler:
         except Exception:  # not cached / not allowed: no generation to compare, nothing is held
             return None
 
-    def pod_groups_owned(self, namespace: str, uid: str) -> list[Obj]:
+    def pod_groups_owned(self, namespace: str, uid: str, index: str = PODGROUP_OWNER_INDEX) -> list[Obj]:
+        """The cached PodGroups ``uid`` owns (``PODGROUP_DEFINED_INDEX``: those a definition produced)."""
         pgs = self.cache.informer(PODGROUP)
-        if pgs is None:
-            return []
-        return [pg for pg in pgs.by_index(PODGROUP_OWNER_INDEX, uid) if o.namespace(pg) == namespace]
+        return [pg for pg in pgs.by_index(index, uid) if o.namespace(pg) == namespace] if pgs is not None else []
 
     def _pods_naming(self, namespace: str, pod_group: str) -> list[Obj]:
         pods = self.cache.informer(POD)
@@ -730,18 +737,11 @@ class Reconciler:
             self.store.record_pod_patched(o.namespace(pod), o.name(pod), "unchanged")
 
     def _replaced(self, wl: WorkloadKey, owner: str, wanted: set[str]) -> tuple[list[Obj], bool]:
-        """PodGroups owned by the workload (``owner``: its uid) or by one of its pods (the per-pod PodGroup of
-        a pod that now belongs to a gang: the index of pod-owned PodGroups, few if any, and the owner pod's
-        workload), not wanted by it, replaced, and that no pod names any more (all from the caches'
-        indexes); and whether more will be once the patches on their way land (every pod naming them is
-        being moved away).
-
-        *Replaced* means its pods were moved to another PodGroup by this workload's passes, or (a per-pod
-        PodGroup) its owner pod lives on in this workload naming another. One whose pods are merely gone is left
-        to the garbage collector with its owner, as KAI's podgrouper leaves every PodGroup: a LeaderWorkerSet
-        recreating a group (all its pods gone for a moment) or scaling it away leaves its PodGroup as the
-        group's next pods find it, and no pass of that moment can tell the two apart. A grouper restarted
-        between moving the pods and deleting leaves that PodGroup to the garbage collector too."""
+        """PodGroups owned by the workload (``owner``: its uid) or by one of its pods (a per-pod PodGroup whose
+        pod now belongs to a gang), not wanted by it, *replaced* — its pods moved to another PodGroup by this
+        workload's passes, or its owner pod lives on naming another — and named by no pod any more (from the
+        caches' indexes); and whether more will be once the patches on their way land. One whose pods are
+        merely gone is left to the garbage collector (docs/architecture.md, "Replaced PodGroups")."""
         pgs = self.cache.informer(PODGROUP)
         pods = self.cache.informer(POD)
         if pgs is None or pods is None:

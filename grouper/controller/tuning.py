@@ -38,6 +38,9 @@ class Tuning:
     """A WorkloadGroup's pass while pods still wait to be routed (their owner's kind being watched) comes
     back after this long."""
 
+    coalesce_seconds: float = 0.05
+    """A pass of a workload whose pod patches fly waits for them at most this long (``Reconciler._coalesce``)."""
+
     # ------------------------------------------------------------------ back-off (controller-runtime's)
     retry_base_seconds: float = 1.0
     """First delay of a failed workload's back-off (doubling per failure), and of starting an informer."""

@@ -139,9 +139,7 @@ class WorkloadGroups:
         """The WorkloadGroup as cached; None when absent, being deleted, or the CRD not served."""
         inf = self.cache.informer(WORKLOADGROUP)
         obj = inf.get(namespace, name) if inf is not None and inf.synced.is_set() else None
-        if obj is None or o.meta(obj).get("deletionTimestamp"):
-            return None
-        return obj
+        return None if obj is None or o.meta(obj).get("deletionTimestamp") else obj
 
     # ------------------------------------------------------------------ the member's own pass (hooks)
 

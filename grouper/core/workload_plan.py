@@ -21,7 +21,8 @@ other pods (``listed_pods``: a sibling's annotation is an input) is never kept e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -137,17 +138,23 @@ class PlannedGroup:
     notes: list[str] = field(default_factory=list)
     newest: str = ""  # the pod whose view won
 
-    def members(self) -> dict[str | None, list[str]]:
-        """Pod names by sub-group (None: pods in no sub-group)."""
-        out: dict[str | None, list[str]] = {}
-        placed: set[str] = set()
+    def members(self) -> dict[str | None, Sequence[str]]:
+        """Pod names by sub-group (None: pods in no sub-group), read-only: the group's own lists. A pass
+        asks it of every PodGroup that gained pods, so it costs O(sub-groups), not O(pods): a merge puts each
+        pod in at most one sub-group of its own PodGroup, so the pods in no sub-group are looked for only when
+        the sub-groups hold fewer pods than the group."""
+        out: dict[str | None, Sequence[str]] = {}
+        placed = 0
         for sg in self.metadata.sub_groups:
             if sg.pods:
-                out[sg.name] = list(sg.pods)
-                placed.update(sg.pods)
-        loose = [p for p in self.pods if p not in placed] if placed else list(self.pods)
-        if loose:
-            out[None] = loose
+                out[sg.name] = sg.pods
+                placed += len(sg.pods)
+        if placed < len(self.pods):
+            if placed:
+                in_sub = {p for sg in self.metadata.sub_groups for p in sg.pods}
+                out[None] = [p for p in self.pods if p not in in_sub]
+            else:
+                out[None] = self.pods
         return out
 
 
@@ -367,16 +374,18 @@ def update(
 
 def _joined(group: PlannedGroup, joiners: list[str], kept: Mapping[str, Kept]) -> PlannedGroup | None:
     """What :func:`merge` makes of ``group``'s members and ``joiners`` (in name order; none of its members
-    left or changed), without walking its members — when it can be known so: the joiners see the PodGroup
-    as its newest pod does (that very view) and its members agreed (no notes). Then the newest pod's view,
-    whether it stays or a joiner is newer, is the same, and so is everything but the pod lists. None: the
-    merge must run."""
+    left or changed), without walking its members or its sub-groups — when it can be known so: the joiners
+    see the PodGroup as its newest pod does (that very view) and its members agreed (no notes). Then the
+    newest pod's view, whether it stays or a joiner is newer, is the same, and so is everything but the pod
+    lists: ``group``'s sub-groups were made from that view, so each one no joiner enters is the last plan's,
+    pods and all (a JobSet's PodGroup has a sub-group per replica: a pass costs the sub-groups joined, not
+    all of them). None: the merge must run."""
     top = kept.get(group.newest)
     if group.notes or top is None or top.view is None:
         return None
     view = top.view
     entries = [(n, kept[n]) for n in joiners]
-    if any(k.view is not view for _, k in entries):
+    if any(k.view is not view for _, k in entries) or len(group.metadata.sub_groups) != len(view.sub_groups):
         return None
     newest_name, _ = max([(group.newest, top), *entries], key=_merge_order)
     md = view.copy_without_pods(share=True)
@@ -385,15 +394,23 @@ def _joined(group: PlannedGroup, joiners: list[str], kept: Mapping[str, Kept]) -
         for n, k in entries:
             if k.sub_group:
                 into.setdefault(k.sub_group, []).append(n)
-        before = {sg.name: sg for sg in group.metadata.sub_groups}
-        for i, sg in enumerate(md.sub_groups):
-            last = before.get(sg.name)
-            joining = into.get(sg.name)
-            if last is not None and joining is None and last.same_spec(sg):
-                md.sub_groups[i] = last  # no joiner: the last plan's, pods and all (never changed once made)
-            else:
-                md.sub_groups[i] = sg.with_pods(sorted([*(last.pods if last is not None else ()), *(joining or ())]))
-    return PlannedGroup(md, sorted([*group.pods, *joiners]), [], newest_name)
+        subs = list(group.metadata.sub_groups)
+        if into:
+            where = {sg.name: i for i, sg in enumerate(subs)}  # equal names: the last one, as merge fills
+            for name, joining in into.items():
+                i = where.get(name)
+                if i is not None:  # (a sub-group the PodGroup lacks: the pod is in none, as merge leaves it)
+                    subs[i] = subs[i].with_pods(_inserted(subs[i].pods, joining))
+        md.sub_groups = subs
+    return PlannedGroup(md, _inserted(group.pods, joiners), [], newest_name)
+
+
+def _inserted(names: list[str], more: list[str]) -> list[str]:
+    """A copy of the sorted ``names`` with ``more`` (sorted, none of them in ``names``) in their places."""
+    out = list(names)
+    for n in more:
+        bisect.insort(out, n)
+    return out
 
 
 def _merge_key(k: Kept | None) -> tuple[Any, ...] | None:

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from grouper.core.hold import DEFINITION_ANNOTATION
 from grouper.core.lookups import by_namespace_and_name, matches_labels, named_with_prefix
 from grouper.kube.compact import Interner
 from grouper.kube.discovery import Discovery, Resource
@@ -81,10 +82,17 @@ def podgroup_name_prefixes(pg: Obj) -> list[str]:
 
 PODGROUP_OWNER_INDEX = "owner-uid"  # PodGroups by their owners' uids (a workload's PodGroups)
 POD_OWNED_INDEX = "pod-owned"  # PodGroups owned by a pod (a per-pod PodGroup), by namespace: few, if any
+# PodGroups a Karta definition produced (they record it: core/hold.py), by their owners' uids: what each pass
+# checks for holds, so a workload no definition groups costs a lookup, not a walk of its PodGroups
+PODGROUP_DEFINED_INDEX = "defined-owner-uid"
 
 
 def podgroup_owner_uids(pg: Obj) -> list[str]:
     return [str(r.get("uid")) for r in o.owner_references(pg) if r.get("uid")]
+
+
+def defined_podgroup_owner_uids(pg: Obj) -> list[str]:
+    return podgroup_owner_uids(pg) if DEFINITION_ANNOTATION in o.annotations(pg) else []
 
 
 def pod_owned_namespaces(pg: Obj) -> list[str]:
@@ -571,6 +579,7 @@ class ClusterCache:
             inf = Informer(self.client, res, transform=slim_podgroup, metrics=self.metrics)
             inf.add_index(PODGROUP_NAME_PREFIX_INDEX, podgroup_name_prefixes)
             inf.add_index(PODGROUP_OWNER_INDEX, podgroup_owner_uids)
+            inf.add_index(PODGROUP_DEFINED_INDEX, defined_podgroup_owner_uids)
             inf.add_index(POD_OWNED_INDEX, pod_owned_namespaces)
             return inf
         if gvk.kind == "PodGroup" and gvk.group == "scheduling.k8s.io":  # the upstream backend's (gang state)

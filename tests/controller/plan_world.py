@@ -17,12 +17,13 @@ Used by ``tests/controller/test_plan_property.py`` (and its long run in ``tests/
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from grouper.controller.controller import Controller, ControllerSettings
+from grouper.controller.tuning import DEFAULT_TUNING, Tuning
 from grouper.core.grouping import Grouper
 from grouper.karta import DefinitionRegistry
 from grouper.kube.cache import KARTA, POD, PODGROUP, PRIORITY_CLASS, _KindState
@@ -242,6 +243,9 @@ class FakeClient:
         return clone(self.world.get(gvk, ns, name))
 
 
+BY_HAND = replace(DEFAULT_TUNING, coalesce_seconds=0.0)  # passes run by hand: none put off while patches fly
+
+
 def start_grouper(
     world: World,
     grouper: Grouper,
@@ -249,16 +253,18 @@ def start_grouper(
     definitions: DefinitionRegistry | None = None,
     metrics: Metrics | None = None,
     handlers: bool = True,
+    tuning: Tuning = BY_HAND,
 ) -> Controller:
     """A grouper process over ``world``: the controller ``grouper run`` builds, its caches filled by one LIST
     of every kind (Kartas first, as ``Controller.start``), the handlers attached (they see every cached
     object as ADDED and route the pods). No workers: the caller runs the passes. ``definitions``: the
     cluster's Kartas are applied to it (``KartaSync``); without, the grouper's registry is used as it is.
     ``handlers=False``: no event handler is attached (the cache's indexes are), so no pod is routed and
-    nothing queued: the caller puts the pods it wants planned in the workload index."""
+    nothing queued: the caller puts the pods it wants planned in the workload index. ``tuning``: by default
+    no pass is put off while patches fly (the caller runs each pass when it means to)."""
     ctl = build_controller(
         FakeClient(world),  # type: ignore[arg-type]
-        ControllerSettings(resync_debounce=0.0),
+        ControllerSettings(resync_debounce=0.0, tuning=tuning),
         grouper=grouper,
         metrics=metrics or Metrics(),
         supervisor=Supervisor(),

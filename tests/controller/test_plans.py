@@ -265,3 +265,67 @@ def test_the_last_plan_carried_out_is_taken_once_and_goes_with_the_decisions() -
     small.put(wl, plan.kept)
     small.settle(wl, plan, frozenset())
     assert small.take_last(wl) is None
+
+
+def _members_by_walking(g: Any) -> dict[str | None, list[str]]:
+    """``PlannedGroup.members`` as first written: every sub-group's pods, then every pod looked for."""
+    out: dict[str | None, list[str]] = {sg.name: list(sg.pods) for sg in g.metadata.sub_groups if sg.pods}
+    placed = {p for sg in g.metadata.sub_groups for p in sg.pods}
+    loose = [p for p in g.pods if p not in placed]
+    if loose:
+        out[None] = loose
+    return out
+
+
+def test_the_members_of_a_merged_podgroup_are_those_of_walking_every_pod() -> None:
+    """``members`` counts instead of walking the pods (a pass asks it of each PodGroup that gained pods): the
+    same answer for pods in sub-groups, in a sub-group the PodGroup does not have, in none, and with none."""
+    subs = [SubGroup("leader", min_member=1), SubGroup("workers", min_member=2), SubGroup("spare")]
+    view = PodGroupMetadata("pg", "ns", OWNER, min_member=None, min_sub_group=2, sub_groups=subs)
+    plain = PodGroupMetadata("pg-plain", "ns", OWNER, min_member=3)
+    cases: list[list[tuple[str, PodGroupMetadata, str | None]]] = [
+        [("a", view, "leader"), ("b", view, "workers"), ("c", view, "workers")],  # all placed
+        [("a", view, "leader"), ("b", view, None), ("c", view, "workers"), ("d", view, "gone")],  # two loose
+        [("a", view, None), ("b", view, None)],  # sub-groups, every pod loose
+        [("a", plain, None), ("b", plain, None), ("c", plain, None)],  # no sub-groups
+    ]
+    for entries in cases:
+        kept = [(n, kept_of(pod(n), v, sub)) for n, v, sub in entries]
+        groups, _ = merge("ns", kept)
+        for g in groups:
+            assert {k: list(v) for k, v in g.members().items()} == _members_by_walking(g), entries
+    plan = plan_workload([pod(f"p{i}") for i in range(4)], decide_as({f"p{i}": metadata(4) for i in range(4)})[0])
+    assert {k: list(v) for k, v in plan.groups[0].members().items()} == {"workers": ["p0", "p1", "p2", "p3"]}
+
+
+def test_pods_joining_some_sub_groups_leave_the_others_as_the_last_plan_made_them() -> None:
+    """``update`` over a PodGroup with a sub-group per replica (a JobSet's): pods joining two of them give the
+    plan of every pod, and each sub-group no pod joined is the last plan's very object (a pass costs the
+    sub-groups joined, not all of them); a sub-group name the PodGroup lacks leaves the pod in none."""
+    subs = [SubGroup(f"r-{i}", min_member=2) for i in range(6)]
+    view = PodGroupMetadata("pg", "ns", OWNER, min_member=None, min_sub_group=6, sub_groups=subs)
+    where = {f"p{i}": f"r-{i % 6}" for i in range(12)}
+    where["p11"] = "r-missing"
+
+    def decide(p: dict[str, Any]) -> Decision:
+        name = p["metadata"]["name"]
+        md = copy.deepcopy(view)
+        for sg in md.sub_groups:
+            if sg.name == where[name]:
+                sg.pods.append(name)
+        return Decision("ns", name, p["metadata"]["uid"], "grouped", "Grouped", pod_group=md,
+                        sub_group=where[name], plugin="jobset", top_owner=OWNER)
+
+    pods = {f"p{i:02d}": pod(f"p{i:02d}") for i in range(8)}
+    where.update({f"p{i:02d}": where.pop(f"p{i}") for i in range(12)})
+    last = plan_workload(pods.values(), decide)
+    joining = {n: pod(n) for n in ("p08", "p09", "p11")}  # into r-2, r-3 and a sub-group it lacks
+    fresh, held = to_decide(joining.values(), last.kept)
+    got = update(last, joining.values(), set(), held, [(p, decide(p)) for p in fresh])
+    pods.update(joining)
+    _same(got, plan_workload(pods.values(), decide))
+    assert got.rewritten == frozenset(), "only joined: the PodGroup stands as written"
+    before = {sg.name: sg for sg in last.groups[0].metadata.sub_groups}
+    after = {sg.name: sg for sg in got.groups[0].metadata.sub_groups}
+    assert [n for n in after if after[n] is not before[n]] == ["r-2", "r-3"]
+    assert after["r-2"].pods == ["p02", "p08"] and "p11" in got.groups[0].pods

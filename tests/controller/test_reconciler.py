@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from grouper.controller.controller import Controller
+from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.config import GroupingConfig
 from grouper.karta import DefinitionRegistry
@@ -423,3 +424,71 @@ def test_a_pod_found_deleted_is_not_patched_again_before_the_watch_says_so(bench
     bench.world.delete(("v1", "Pod", NS, "train-1"))  # its DELETED event arrives
     assert len(bench.ctl.writers.pods.expectations) == 0
     assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 0 and bench.ctl.store.pod(NS, "train-1") is None
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _coalescing(bench: Bench) -> _Clock:
+    """The production tuning (plan_world's passes are run by hand, none put off) on an injected clock."""
+    clock = _Clock()
+    bench.ctl.reconciler.tuning, bench.ctl.reconciler._clock = DEFAULT_TUNING, clock
+    return clock
+
+
+def _passes(bench: Bench) -> float:
+    reg = bench.ctl.metrics.registry
+    return sum(s.value for m in reg.collect() if m.name == "podgrouper_reconciles" for s in m.samples
+               if s.name == "podgrouper_reconciles_total")
+
+
+def test_a_pass_while_the_last_ones_patches_fly_waits_for_them_and_decides_what_came_meanwhile_at_once(
+        bench: Bench) -> None:
+    """client-go's expectations: the pods arriving while a workload's patches fly share the pass their landing
+    queues, instead of a pass each."""
+    _coalescing(bench)
+    job = bench.job(2)
+    bench.client.hold.clear()
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 3  # the PodGroup and two patches
+    bench.pod(job, "train-2")
+    bench.pod(job, "train-3")
+    bench.drain()
+    decided, passes = bench.decided("decided"), _passes(bench)
+    for _ in range(2):  # each new pod's event: put off, nothing decided, sent or counted as a pass
+        put_off = bench.run(bench.ctl.reconciler.reconcile(WL))
+        assert put_off.requeue_after == pytest.approx(DEFAULT_TUNING.coalesce_seconds) and put_off.written == 0
+    assert (bench.decided("decided"), _passes(bench), len(bench.client.patches)) == (decided, passes, 2)
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert WL in bench.ctl.queue, "the last patch landing queues the workload"
+    bench.drain()
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 2
+    bench.run(bench.landed())
+    assert bench.decided("decided") == decided + 2 and _passes(bench) == passes + 1
+    assert set(bench.marks().values()) == {f"pg-train-{o.uid(job)}"}
+
+
+def test_a_pass_is_put_off_for_patches_in_flight_at_most_coalesce_seconds(bench: Bench) -> None:
+    """A slow API server holds no new pod back longer than ``coalesce_seconds``: then its pass runs while the
+    earlier patches still fly (and sends none of those again)."""
+    clock = _coalescing(bench)
+    job = bench.job(1)
+    bench.client.hold.clear()
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.pod(job, "train-1")
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).requeue_after == pytest.approx(0.05)
+    clock.now += 0.03
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).requeue_after == pytest.approx(0.02)
+    clock.now += 0.02
+    late = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert late.requeue_after is None and late.written == 1 and bench.client.patches == ["train-0", "train-1"]
+    clock.now += 0.01  # both fly now: the next pass is put off afresh, for the whole window
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).requeue_after == pytest.approx(0.05)
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert set(bench.marks().values()) == {f"pg-train-{o.uid(job)}"}
