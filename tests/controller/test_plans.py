@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from devtools.clock import ManualClock
 from grouper.controller.plans import PlanCache
 from grouper.controller.workloads import WorkloadKey
 from grouper.core.decision import Decision
@@ -185,14 +186,6 @@ def test_a_failed_decision_is_never_kept_and_a_plan_that_read_other_pods_keeps_n
     assert assemble("ns", [p], {}, [(p, ok)], keep_decisions=False).kept == {}
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _wl(name: str) -> WorkloadKey:
     return WorkloadKey("ns", "jobset.x-k8s.io", "JobSet", name)
 
@@ -202,7 +195,7 @@ def _some() -> dict[str, Kept]:
 
 
 def test_kept_decisions_idle_for_the_idle_time_are_dropped_and_those_in_use_are_kept() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     plans = PlanCache(idle_seconds=120.0, clock=clock)
     a, b = _some(), _some()
     plans.put(_wl("a"), a)
@@ -220,7 +213,7 @@ def test_kept_decisions_idle_for_the_idle_time_are_dropped_and_those_in_use_are_
 
 
 def test_invalidated_or_empty_entries_leave_nothing_behind() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     plans = PlanCache(idle_seconds=10.0, clock=clock)
     for i in range(1000):
         plans.put(_wl(f"w{i}"), _some())

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.clock import ManualClock
 from grouper.controller.controller import Controller
 from grouper.controller.tuning import DEFAULT_TUNING
 from grouper.controller.workloads import WorkloadKey
@@ -426,17 +427,9 @@ def test_a_pod_found_deleted_is_not_patched_again_before_the_watch_says_so(bench
     assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 0 and bench.ctl.store.pod(NS, "train-1") is None
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _coalescing(bench: Bench) -> _Clock:
+def _coalescing(bench: Bench) -> ManualClock:
     """The production tuning (plan_world's passes are run by hand, none put off) on an injected clock."""
-    clock = _Clock()
+    clock = ManualClock()
     bench.ctl.reconciler.tuning, bench.ctl.reconciler._clock = DEFAULT_TUNING, clock
     return clock
 
