@@ -173,6 +173,7 @@ class Reconciler:
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
         self._put_off: dict[WorkloadKey, float] = {}  # passes put off while patches fly: since when
+        self.passes = 0  # passes run since start (put-off ones are none): the heap keeper's measure of work
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
         self._moving: dict[WorkloadKey, set[str]] = {}
@@ -191,6 +192,7 @@ class Reconciler:
         wait = self._coalesce(wl)
         if wait is not None:  # not a pass: nothing looked at, none counted
             return Result(requeue_after=wait)
+        self.passes += 1
         t0 = time.monotonic()
         try:
             result = await self._reconcile(wl)

@@ -33,7 +33,6 @@ class WorkerPool:
         self.size = max(1, size)
         self.tasks: list[asyncio.Task[None]] = []
         self.last_progress: float | None = None  # monotonic time the last reconcile finished (liveness)
-        self.finished = 0  # reconciles finished since start
 
     @property
     def running(self) -> bool:
@@ -78,7 +77,6 @@ class WorkerPool:
                 result = Result(["internal error"])
             self.queue.done(wl)
             self.last_progress = time.monotonic()
-            self.finished += 1
             self._requeue(wl, result)
             # A reconcile that writes nothing (the re-checks after a restart) never suspends, and get()
             # returns at once while keys wait: without this, the workers would run the whole queue in one

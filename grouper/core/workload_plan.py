@@ -107,26 +107,40 @@ def reusable(kept: Kept | None, pod: Obj) -> Kept | None:
     return None
 
 
-def keep(pod: Obj, d: Decision, views: dict[str, PodGroupMetadata]) -> Kept | None:
+def keep(pod: Obj, d: Decision, views: SharedViews) -> Kept | None:
     """The kept form of a fresh decision; None for one that failed (made again next time). ``views``:
     the views kept so far by PodGroup name, so equal views are one object."""
     if d.outcome == "error":
         return None
     view: PodGroupMetadata | None = None
     if d.outcome == "grouped" and d.pod_group is not None:
-        view = _shared_view(views, d.pod_group.name, d.pod_group.for_keeping())
+        view = views.share(d.pod_group.name, d.pod_group.for_keeping())
     sub = d.sub_group if view is not None else None
     return Kept(o.uid(pod), _version(pod), decision_signature(pod), _created(pod), view, sub, d.plugin, d.top_owner)
 
 
-def _shared_view(views: dict[str, PodGroupMetadata], key: str, view: PodGroupMetadata) -> PodGroupMetadata:
-    """``view``, or the equal one kept under ``key`` already (equal views are one object); the last one
-    seen under ``key`` is kept."""
-    shared = views.get(key)
-    if shared is not None and shared == view:
-        return shared
-    views[key] = view
-    return view
+class SharedViews:
+    """Equal PodGroup views kept as one object, by key (a PodGroup's name): :meth:`share` returns ``view``, or
+    the equal one kept under ``key`` already; the last one seen under ``key`` is kept.
+
+    A new view is compared with the last view found equal to the kept one, not with the kept one: the
+    decisions of one pass share their plugin's per-workload part (a JobSet's 126 sub-groups are the same
+    objects), so that comparison stops at the two pods' own sub-groups, where a view kept from an earlier
+    pass (its sub-groups equal, not the same) was compared field by field, every sub-group, for every pod
+    (docs/performance.md). Equality is transitive, so the answer is the same."""
+
+    __slots__ = ("_by_key",)
+
+    def __init__(self, views: Iterable[tuple[str, PodGroupMetadata]] = ()) -> None:
+        self._by_key: dict[str, list[PodGroupMetadata]] = {key: [view, view] for key, view in views}  # [kept, last equal]
+
+    def share(self, key: str, view: PodGroupMetadata) -> PodGroupMetadata:
+        entry = self._by_key.get(key)
+        if entry is not None and entry[1] == view:
+            entry[1] = view
+            return entry[0]
+        self._by_key[key] = [view, view]
+        return view
 
 
 @dataclass
@@ -227,7 +241,7 @@ def assemble(
     failed: set[str] = set()
     fresh_by_name: dict[str, Decision] = {}
     if decided:
-        views = {k.view.name: k.view for k in held.values() if k.view is not None}
+        views = SharedViews((k.view.name, k.view) for k in held.values() if k.view is not None)
         fresh_by_name = _keep_fresh(decided, views, kept, failed)
     # in name order: the order of ``pods``, kept and fresh entries interleaved as they come
     entries = [(n, kept[n]) for n in by_name if n in kept]
@@ -248,7 +262,7 @@ def assemble(
 
 
 def _keep_fresh(
-    decided: list[tuple[Obj, Decision]], views: dict[str, PodGroupMetadata], kept: dict[str, Kept], failed: set[str]
+    decided: list[tuple[Obj, Decision]], views: SharedViews, kept: dict[str, Kept], failed: set[str]
 ) -> dict[str, Decision]:
     """Put the fresh decisions into ``kept`` (by pod name; ``views``: see :func:`keep`), those that failed into
     ``failed`` instead — a failed pod's earlier decision leaves ``kept`` (it is made again next time). The
@@ -314,7 +328,9 @@ def update(
         before[name] = kept.pop(name, None)
         live.pop(name, None)
         placement.pop(name, None)
-    views = {g.metadata.name: k.view for g in last.groups if (k := last.kept.get(g.newest)) is not None and k.view is not None}
+    views = SharedViews(
+        (g.metadata.name, k.view) for g in last.groups if (k := last.kept.get(g.newest)) is not None and k.view is not None
+    )
     kept.update(held)
     fresh_by_name = _keep_fresh(decided, views, kept, failed)
     merged: set[str] = set()  # PodGroups a looked-at pod joins, leaves, or changes its entry in
@@ -455,12 +471,12 @@ def merge_decisions(decisions: Iterable[Decision], created: Mapping[str, str] | 
     """:func:`merge` over decisions already made, of pods of any namespaces (``created``: pod key ->
     creationTimestamp, the merge order); the PodGroups by (namespace, name)."""
     created = created or {}
-    views: dict[str, PodGroupMetadata] = {}
+    views = SharedViews()
     by_ns: dict[str, list[tuple[str, Kept]]] = {}
     for d in decisions:
         if d.outcome != "grouped" or d.pod_group is None:
             continue
-        view = _shared_view(views, f"{d.pod_namespace}/{d.pod_group.name}", d.pod_group.for_keeping())
+        view = views.share(f"{d.pod_namespace}/{d.pod_group.name}", d.pod_group.for_keeping())
         k = Kept(d.pod_uid, "", 0, created.get(d.pod_key, ""), view, d.sub_group, d.plugin, d.top_owner)
         by_ns.setdefault(d.pod_namespace, []).append((d.pod_name, k))
     out: list[PlannedGroup] = []

@@ -213,10 +213,9 @@ class DefaultGrouper:
 # ---------------------------------------------------------------- queue
 
 
-def resolve_queue(top: Obj, pod: Obj, config: GroupingConfig, maps: _Maps | None = None) -> tuple[str, str]:
+def resolve_queue(top: Obj, pod: Obj, config: GroupingConfig, maps: _Maps) -> tuple[str, str]:
     """The queue and where it came from."""
     key = config.queue_label_key
-    maps = maps or _Maps()
     top_labels, pod_labels = maps.labels(top), maps.labels(pod)
     if top_labels.get(key):
         return top_labels[key], f"label {key} on {describe(top)}"
@@ -280,10 +279,9 @@ def resolve_priority_class(
     fallback: str,
     defaults: dict[str, TypeDefaults],
     defaults_source: str,
-    maps: _Maps | None = None,
+    maps: _Maps,
 ) -> tuple[str, str]:
     """The priority class name and where it came from (order: module docstring)."""
-    maps = maps or _Maps()
     candidates: list[tuple[str, str]] = []
     for owner in chain:
         value = maps.labels(owner).get(PRIORITY_LABEL)
@@ -325,10 +323,9 @@ def resolve_priority_class(
 
 
 def resolve_preemptibility(
-    chain: list[Obj], pod: Obj, defaults: dict[str, TypeDefaults], defaults_source: str, maps: _Maps | None = None
+    chain: list[Obj], pod: Obj, defaults: dict[str, TypeDefaults], defaults_source: str, maps: _Maps
 ) -> tuple[str, str]:
     """``preemptible`` / ``non-preemptible`` / "" and where it came from."""
-    maps = maps or _Maps()
     skipped: list[str] = []
     for obj in [*chain, pod]:
         value = maps.labels(obj).get(PREEMPTIBILITY_LABEL)
@@ -356,10 +353,9 @@ def resolve_preemptibility(
 
 
 def first_duration(
-    chain: list[Obj], pod: Obj, key: str, maps: _Maps | None = None, *, allow_negative: bool
+    chain: list[Obj], pod: Obj, key: str, maps: _Maps, *, allow_negative: bool
 ) -> tuple[str | None, str]:
     """The first valid duration annotation ``key`` on the owners (direct first), then the pod."""
-    maps = maps or _Maps()
     skipped: list[str] = []
     for obj in [*chain, pod]:
         raw = maps.annotations(obj).get(key)

@@ -182,7 +182,7 @@ class Service:
         # (probes, Lease renewals) waits (benchmarks/bench_event_loop.py: 2-4 s pauses at 100,000 pods).
         gc.freeze()
         ctl = self.controller
-        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.workers.finished, trim=malloc_trim())
+        keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.reconciler.passes, trim=malloc_trim())
         self.supervisor.spawn("heap-keeper", keeper.run)
         self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe)
         self.state.controller = self.status  # what the API reads

@@ -451,11 +451,12 @@ def test_a_pass_while_the_last_ones_patches_fly_waits_for_them_and_decides_what_
     bench.pod(job, "train-2")
     bench.pod(job, "train-3")
     bench.drain()
-    decided, passes = bench.decided("decided"), _passes(bench)
+    decided, passes, counted = bench.decided("decided"), _passes(bench), bench.ctl.reconciler.passes
     for _ in range(2):  # each new pod's event: put off, nothing decided, sent or counted as a pass
         put_off = bench.run(bench.ctl.reconciler.reconcile(WL))
         assert put_off.requeue_after == pytest.approx(DEFAULT_TUNING.coalesce_seconds) and put_off.written == 0
     assert (bench.decided("decided"), _passes(bench), len(bench.client.patches)) == (decided, passes, 2)
+    assert bench.ctl.reconciler.passes == counted, "a put-off pass is no work done for the heap keeper either"
     bench.client.hold.set()
     bench.run(bench.landed())
     assert WL in bench.ctl.queue, "the last patch landing queues the workload"
@@ -463,6 +464,7 @@ def test_a_pass_while_the_last_ones_patches_fly_waits_for_them_and_decides_what_
     assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 2
     bench.run(bench.landed())
     assert bench.decided("decided") == decided + 2 and _passes(bench) == passes + 1
+    assert bench.ctl.reconciler.passes == counted + 1
     assert set(bench.marks().values()) == {f"pg-train-{o.uid(job)}"}
 
 
