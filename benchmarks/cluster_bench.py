@@ -283,10 +283,9 @@ class Bench:
     def leading(self) -> bool:
         """Whether this grouper holds the Lease, read from the API server: its ``podgrouper_leader`` metric
         answers only once its HTTP API has loaded (in a thread, after ``/readyz``), which is not when it leads."""
-        assert self.grouper is not None
         status, lease = self.cluster.request("GET", LEASE)
         holder = ((lease or {}).get("spec") or {}).get("holderIdentity") if isinstance(lease, dict) else None
-        return status == 200 and holder == f"bench-{self.generation}"
+        return status == 200 and holder == self.g.identity
 
     def wait_leading(self, timeout: float = 120) -> float:
         t0 = time.monotonic()
