@@ -172,7 +172,7 @@ class Reconciler:
         self._group_sem = asyncio.Semaphore(pod_group_concurrency)
         self._in_flight: dict[WorkloadKey, int] = {}  # pod patches on their way, per workload
         self._owed: set[WorkloadKey] = set()  # queue again when their last patch lands (deletes deferred)
-        self._put_off: dict[WorkloadKey, float] = {}  # passes put off while patches fly: since when
+        self._put_off: dict[WorkloadKey, float] = {}  # passes put off while patches fly (owed): since when
         self.passes = 0  # passes run since start (put-off ones are none): the heap keeper's measure of work
         self._owed_pods: dict[tuple[str, str], WorkloadKey] = {}  # pod decided again while its patch flew
         # PodGroups each workload's passes moved pods away from (replaced): deleted once no pod names them
@@ -205,14 +205,14 @@ class Reconciler:
 
     def _coalesce(self, wl: WorkloadKey) -> float | None:
         """Seconds to put ``wl``'s pass off, None to pass now (client-go's expectations, bounded): while its patches
-        fly, the pods its events bring wait for the last to land (it queues ``wl``: ``_owed``) or ``coalesce_seconds``
-        from the first pass put off, whichever is first: they share one pass, not one each (docs/performance.md)."""
+        fly, the pods its events bring wait for the last to land (it queues ``wl``) or ``coalesce_seconds`` from the
+        first pass put off, whichever is first: they share one pass, not one each (docs/performance.md). A pass
+        run at the bound is the one they waited for: the landing then queues none for them."""
         now = self._clock()
         left = self._put_off.setdefault(wl, now) + self.tuning.coalesce_seconds - now if self._in_flight.get(wl) else 0
         if left <= 0:
-            self._put_off.pop(wl, None)
+            self._put_off.pop(wl, None)  # the pass they waited for: the landing owes none for them
             return None
-        self._owed.add(wl)
         return left
 
     async def _reconcile(self, wl: WorkloadKey) -> Result:
@@ -601,7 +601,7 @@ class Reconciler:
                     self._in_flight[wl] = left
                 else:
                     self._in_flight.pop(wl, None)
-                    if wl in self._owed:
+                    if wl in self._owed or wl in self._put_off:
                         self._owed.discard(wl)
                         self.queue.add(wl)
 

@@ -487,3 +487,33 @@ def test_a_pass_is_put_off_for_patches_in_flight_at_most_coalesce_seconds(bench:
     bench.client.hold.set()
     bench.run(bench.landed())
     assert set(bench.marks().values()) == {f"pg-train-{o.uid(job)}"}
+
+
+def test_a_pass_run_at_the_bound_is_the_one_owed_and_the_landing_queues_no_other(bench: Bench) -> None:
+    """The put-off passes waited for one pass; when it ran at the bound (the patches still flying) nothing is
+    owed for them, so the patches' landing queues no pass with nothing to look at (every workload whose pods
+    came in two batches while the API server was slow had that third pass)."""
+    clock = _coalescing(bench)
+    job = bench.job(1)
+    bench.client.hold.clear()
+    bench.run(bench.ctl.reconciler.reconcile(WL))
+    bench.pod(job, "train-1")
+    bench.drain()
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).requeue_after == pytest.approx(0.05)
+    clock.now += 0.05
+    late = bench.run(bench.ctl.reconciler.reconcile(WL))
+    assert late.requeue_after is None and late.written == 1
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert WL not in bench.ctl.queue, "no pass owed once the patches land"
+    assert set(bench.marks().values()) == {f"pg-train-{o.uid(job)}"}
+    bench.client.hold.clear()  # put off again, and the bound not reached: the landing queues the pass
+    bench.pod(job, "train-2")
+    bench.drain()
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).written == 1
+    bench.pod(job, "train-3")
+    bench.drain()
+    assert bench.run(bench.ctl.reconciler.reconcile(WL)).requeue_after == pytest.approx(0.05)
+    bench.client.hold.set()
+    bench.run(bench.landed())
+    assert WL in bench.ctl.queue, "the pass put off is owed"
