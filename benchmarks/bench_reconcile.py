@@ -5,9 +5,10 @@ once), while workloads' pods arrive in batches, each batch followed by the passe
 no API server: what is measured is the grouper's own CPU per pod (process time), so a before/after pair is
 comparable on a busy box. The collector is set as the service sets it (``runtime/heap.tune_collector``, the
 listed objects frozen): with the interpreter's defaults, full collections of the growing world were a fifth
-of the CPU measured (2,000 five-pod workloads: 50 of 243 µs per pod). Pods carry no empty label map (the API server leaves
-it out; with one, the echo of every patch differed from what the patch sets and queued a second pass). Paired A/B: ``--src OLD_TREE`` runs the same scenario with another checkout's
-``grouper`` package (and its ``tests/controller/plan_world.py``), alternating with this one.
+of the CPU measured (2,000 five-pod workloads: 50 of 243 µs per pod). Pods carry no empty label map (the API
+server leaves it out; with one, the echo of every patch differed from what the patch sets and queued a second
+pass). Paired A/B: ``--src OLD_TREE`` runs the same scenario with another checkout's ``grouper`` package (and
+its ``tests/controller/plan_world.py``), alternating with this one.
 
     .venv/bin/python benchmarks/bench_reconcile.py                          # this tree
     .venv/bin/python benchmarks/bench_reconcile.py --src /tmp/before --pairs 3   # A/B, alternating
