@@ -36,6 +36,7 @@ import yaml
 
 from devtools.cluster import LocalCluster, install_crds
 from devtools.cluster.objects import create_manifest, create_object
+from devtools.webhook_config import webhook_configuration as configuration
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_FILE = ROOT / "examples" / "jobset-demo.yaml"
@@ -99,45 +100,11 @@ def http_json(url: str, token: str | None = None) -> Any:
 
 
 def webhook_configuration(port: int, ca_file: str) -> dict[str, Any]:
-    """Pod CREATEs outside the system namespaces go to the grouper; ignored when it does not answer."""
-    import base64
-
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "kai-pod-grouper"},
-        "webhooks": [
-            {
-                "name": "pods.grouper.kai-pod-grouper.io",
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{port}/mutate-pods",
-                    "caBundle": base64.b64encode(Path(ca_file).read_bytes()).decode(),
-                },
-                "rules": [
-                    {
-                        "operations": ["CREATE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods"],
-                    }
-                ],
-                "namespaceSelector": {
-                    "matchExpressions": [
-                        {
-                            "key": "kubernetes.io/metadata.name",
-                            "operator": "NotIn",
-                            "values": ["kube-system", SA_NAMESPACE],
-                        }
-                    ]
-                },
-                "failurePolicy": "Ignore",
-                "sideEffects": "None",
-                "reinvocationPolicy": "IfNeeded",  # again after a later webhook (an operator's) changed the pod
-                "timeoutSeconds": 2,
-                "admissionReviewVersions": ["v1"],
-            }
-        ],
-    }
+    """Pod CREATEs outside the system namespaces go to the grouper; admitted unchanged when it does not answer."""
+    not_system = {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", SA_NAMESPACE]}
+    ]}
+    return configuration("kai-pod-grouper", port, ca_file, not_system)
 
 
 def _default_scheduler(doc: Any) -> None:
@@ -290,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"--webhook-key-file={key}",
                 f"--webhook-client-ca={cluster.webhook_client_ca}",  # only the API server may call it
             ]
+            # Registered first, as a chart installs it with the Deployment: the API server has picked the
+            # configuration up long before the grouper is ready (its readiness includes the webhook listening),
+            # so no pod of the JobSet is created before its admission reaches the grouper.
+            create_object(cluster, webhook_configuration(webhook_port, cluster.ca_file))
+            say(f"admission webhook registered: https://127.0.0.1:{webhook_port}/mutate-pods")
         with open(log_path, "wb") as log:
             grouper = subprocess.Popen(
                 [
@@ -331,8 +303,6 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
             if upstream:
-                create_object(cluster, webhook_configuration(webhook_port, cluster.ca_file))
-                say(f"admission webhook registered: https://127.0.0.1:{webhook_port}/mutate-pods")
                 t0 = time.monotonic()
                 namespace, name = submit_workload(cluster, upstream=True)
 

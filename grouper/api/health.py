@@ -18,6 +18,10 @@ Unlike upstream's plain pings (kai-podgrouper.md §4.4):
   only once the informer has re-listed);
 - *api-server*: an answer from the API server within ``api_contact`` seconds (the controller probes
   ``/livez`` every few seconds on its own connection, so a lost API server fails readiness in seconds);
+- *webhook* (only with ``--webhook-bind-address``): the admission webhook accepts connections. The API
+  server calls it as soon as its configuration is registered; a call refused is a pod admitted unchanged
+  (``failurePolicy: Ignore``), and with the upstream backend that pod can never join its PodGroup. So a
+  replica is not ready, and a Service sends it no admission, until its webhook listens;
 - *role*: ``leader`` / ``standby`` / ``single`` is reported. A standby with warm caches and a reachable
   API server IS ready: it serves the API and takes over the moment it wins the lease.
 
@@ -119,6 +123,12 @@ def readiness(s: HealthSnapshot, limits: HealthLimits) -> Health:
             if s.api_error:
                 msg += f": {s.api_error}"
         checks.append(Check(name="api-server", ok=fresh, message=msg))
+    if s.webhook:
+        if s.webhook_serving:
+            checks.append(Check(name="webhook", ok=True, message=f"serving admission at {s.webhook}"))
+        else:
+            checks.append(Check(name="webhook", ok=False, message=(
+                f"not serving at {s.webhook} yet: a pod admitted now would not be put in its group")))
     checks.append(Check(name="role", ok=True, message=f"{s.role} (a standby replica is ready)"))
     return _response(checks, s)
 

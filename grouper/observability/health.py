@@ -20,6 +20,8 @@ class HealthSnapshot:
     -> what it is doing in words; ``informer_errors``: name -> why it gave up.
     ``last_api_contact``: the last successful answer from the API server (the dedicated probe, the
     watches, any request); ``api_error``: the last failure of the probe, while failing.
+    ``webhook``: the admission webhook's address when it is configured ("" when it is not);
+    ``webhook_serving``: whether it accepts connections now.
     """
 
     role: Role
@@ -34,6 +36,8 @@ class HealthSnapshot:
     informer_errors: dict[str, str] = field(default_factory=dict)
     last_api_contact: float | None = None
     api_error: str | None = None
+    webhook: str = ""
+    webhook_serving: bool = False
     started_at: float = field(default_factory=time.monotonic)
     now: float = field(default_factory=time.monotonic)
 

@@ -184,7 +184,8 @@ class Service:
         ctl = self.controller
         keeper = HeapKeeper(idle=ctl.idle, progress=lambda: ctl.reconciler.passes, trim=malloc_trim())
         self.supervisor.spawn("heap-keeper", keeper.run)
-        self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe)
+        self.status = ServiceStatus(self.controller, self.client, self.supervisor, self.leader, self.probe,
+                                    webhook_address=s.webhook_bind_address)
         self.state.controller = self.status  # what the API reads
         if s.webhook_bind_address:
             await self._start_webhook()
@@ -219,6 +220,8 @@ class Service:
             allow_unauthenticated=s.webhook_allow_unauthenticated,
         )
         await self.webhook.start()
+        if self.status is not None:
+            self.status.webhook = self.webhook  # readiness follows it from now on
         self.supervisor.spawn("webhook", self._watch_webhook)
 
     async def _watch_webhook(self) -> None:

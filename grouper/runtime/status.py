@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from grouper.controller.controller import REQUIRED, Controller
 from grouper.core.lookups import Lookups
@@ -21,6 +22,9 @@ from grouper.runtime.supervisor import Supervisor
 from grouper.visibility.gangs import GangTracker
 from grouper.writer.events import EventRecorder
 
+if TYPE_CHECKING:  # FastAPI and uvicorn: imported only when the webhook is on
+    from grouper.webhook.server import WebhookServer
+
 
 @dataclass
 class ServiceStatus:
@@ -29,6 +33,8 @@ class ServiceStatus:
     supervisor: Supervisor
     leader: LeaderElector | None = None
     probe: ApiProbe | None = None
+    webhook_address: str = ""  # --webhook-bind-address: readiness waits for the webhook when it is set
+    webhook: WebhookServer | None = None  # the server, once the service created it
 
     @property
     def recorder(self) -> EventRecorder:
@@ -71,6 +77,8 @@ class ServiceStatus:
             informer_errors=errors,
             last_api_contact=contact,
             api_error=self.probe.last_error if self.probe is not None else None,
+            webhook=(self.webhook.url if self.webhook is not None else self.webhook_address),
+            webhook_serving=self.webhook is not None and self.webhook.serving,
             started_at=ctl.started_at or now,
             now=now,
         )

@@ -14,8 +14,9 @@ from grouper.model.objects import Obj
 from grouper.webhook.admission import Decide
 
 # A pod is admitted moments after its owner was created (a Job's pods, a JobSet's Jobs): the owner's
-# watch event may not be in the cache yet, or its kind not watched yet. Wait for it, inside the webhook's
-# timeout (2 s in the registration).
+# watch event may not be in the cache yet, or its kind not watched yet. Wait for it, inside the
+# registration's timeoutSeconds (5 s in the chart; with less the API server gives up first and admits the pod
+# unchanged).
 OWNER_WAIT_SECONDS = 3.0
 
 

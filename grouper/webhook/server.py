@@ -123,7 +123,8 @@ class WebhookServer:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.config.load()  # reads the certificates: a bad one fails here, not on the first call
+        if not self.config.loaded:  # once: a restart after the server stopped reuses it (uvicorn loads once)
+            self.config.load()  # reads the certificates: a bad one fails here, not on the first call
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -143,7 +144,17 @@ class WebhookServer:
             await asyncio.sleep(0.01)
         if self.task.done():
             self.task.result()
-        log.info("admission webhook listening on https://%s:%d%s", self.host, self.port, MUTATE_PATH)
+        log.info("admission webhook listening on %s", self.url)
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}{MUTATE_PATH}"
+
+    @property
+    def serving(self) -> bool:
+        """Accepting connections: started, and its task has not ended."""
+        return (self._server is not None and self._server.started and self.task is not None
+                and not self.task.done())
 
     async def stop(self) -> None:
         if self._server is not None:

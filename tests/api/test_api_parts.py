@@ -161,6 +161,23 @@ def test_readiness_names_the_failing_informer_and_the_api_error() -> None:
     assert "limit 15s" in msgs["api-server"] and "refused" in msgs["api-server"]
 
 
+def test_a_replica_whose_webhook_does_not_listen_is_not_ready() -> None:
+    """The API server calls the webhook as soon as it is registered and admits a pod unchanged when the call
+    is refused; a replica counted ready before its webhook listens is how a gang's pods went ungrouped."""
+    now = time.monotonic()
+    ready = {"role": "single", "informers": {"Pod.v1": True}, "last_api_contact": now, "now": now}
+    assert [c.name for c in readiness(HealthSnapshot(**ready), HealthLimits()).checks] == [
+        "informers", "api-server", "role"]  # no webhook configured: no check
+    url = "https://0.0.0.0:9443/mutate-pods"
+    body = readiness(HealthSnapshot(**ready, webhook=url, webhook_serving=False), HealthLimits())
+    assert body.status == "failing" and body.http_status == 503
+    assert {c.name: (c.ok, c.message) for c in body.checks}["webhook"] == (
+        False, f"not serving at {url} yet: a pod admitted now would not be put in its group")
+    body = readiness(HealthSnapshot(**ready, webhook=url, webhook_serving=True), HealthLimits())
+    assert body.status == "ok"
+    assert {c.name: c.message for c in body.checks}["webhook"] == f"serving admission at {url}"
+
+
 def test_health_bodies_are_what_the_api_schema_says() -> None:
     """The probes' bodies are built without pydantic (so ``grouper run`` answers them before importing it);
     the OpenAPI schema of ``/healthz`` and ``/readyz`` is ``HealthResponse``: each body is exactly a valid one."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import uuid
 from typing import Any
 
+import httpx
 import pytest
 from controller.harness import ANNOTATION, annotated, job, label_namespace
 from kube import Kube, wait_until
@@ -72,6 +74,42 @@ def test_with_the_webhook_down_pods_are_still_created_and_grouped(
             assert set(codes) <= {"200", "429", "500", "502", "503", "504"}, why
         finally:
             skube.delete(f"/apis/{ADMISSION}/mutatingwebhookconfigurations/down-{sns}", ignore_missing=True)
+
+
+def test_not_ready_while_its_webhook_does_not_listen(sched_cluster: LocalCluster, skube: Kube, sns: str) -> None:
+    """``/readyz`` waits for the webhook: the API server calls it as soon as it is registered, and a call
+    refused admits the pod unchanged (with the upstream backend it can never join its PodGroup). A webhook
+    server that stops by itself fails readiness until the service has it listening again; three times."""
+    label_namespace(skube, sns)
+    with grouper_with_webhook(sched_cluster, skube, sns, register=False) as g:
+        hook = g.service.webhook
+        assert hook is not None
+
+        def readyz() -> tuple[int, dict[str, tuple[bool, str]]]:
+            r = httpx.get(f"http://127.0.0.1:{g.service.http_port}/readyz", timeout=10)
+            return r.status_code, {c["name"]: (c["ok"], c["message"]) for c in r.json()["checks"]}
+
+        for _ in range(3):
+            wait_until(lambda: readyz()[0] == 200, 30, what="ready, its webhook listening")
+            assert readyz()[1]["webhook"] == (True, f"serving admission at {hook.url}")
+            g.call(hook.stop())  # the supervisor restarts it after a back-off of at least 1 s
+            code, checks = readyz()
+            assert code == 503 and checks["webhook"] == (
+                False, f"not serving at {hook.url} yet: a pod admitted now would not be put in its group")
+        wait_until(lambda: readyz()[0] == 200, 30, what="ready again")
+        skube.create(f"/apis/{ADMISSION}/mutatingwebhookconfigurations",
+                     webhook_configuration(f"back-{sns}", sns, hook.port, sched_cluster.ca_file))
+        try:  # the webhook listening again answers the API server
+            before = g.service.admission.admitted if g.service.admission is not None else 0
+            wait_until(lambda: _admitted_after(skube, sns, g, before), 30, what="an admission after the restarts")
+        finally:
+            skube.delete(f"/apis/{ADMISSION}/mutatingwebhookconfigurations/back-{sns}", ignore_missing=True)
+
+
+def _admitted_after(skube: Kube, sns: str, g: Any, before: int) -> bool:
+    """Create a pod (dry run: nothing stays) and say whether the webhook answered one more admission."""
+    skube.create(f"/api/v1/namespaces/{sns}/pods", _bare_pod(f"probe-{uuid.uuid4().hex[:6]}"), dryRun="All")
+    return bool(g.service.admission.admitted > before)
 
 
 def _patch_counts(g: Any) -> tuple[dict[str, float], dict[str, float]]:

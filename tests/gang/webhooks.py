@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import sys
 from collections.abc import Iterator
@@ -14,40 +13,13 @@ from controller.harness import GrouperThread
 from kube import Kube
 
 from devtools.cluster import LocalCluster
-
-ADMISSION = "admissionregistration.k8s.io/v1"
+from devtools.webhook_config import ADMISSION
+from devtools.webhook_config import webhook_configuration as configuration
 
 
 def webhook_configuration(name: str, namespace: str, port: int, ca_file: str) -> dict[str, Any]:
     """Pods CREATEd in ``namespace`` go to the grouper at https://127.0.0.1:port; Ignore when it is down."""
-    return {
-        "apiVersion": ADMISSION,
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": "pods.grouper.kai-pod-grouper.io",
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{port}/mutate-pods",
-                    "caBundle": base64.b64encode(Path(ca_file).read_bytes()).decode(),
-                },
-                "rules": [
-                    {
-                        "operations": ["CREATE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods"],
-                    }
-                ],
-                "namespaceSelector": {"matchLabels": {"grouper-test": namespace}},
-                "failurePolicy": "Ignore",
-                "sideEffects": "None",
-                "timeoutSeconds": 5,
-                "admissionReviewVersions": ["v1"],
-                "reinvocationPolicy": "IfNeeded",  # called again after a later webhook (LWS's) changed the pod
-            }
-        ],
-    }
+    return configuration(name, port, ca_file, {"matchLabels": {"grouper-test": namespace}})
 
 
 @contextlib.contextmanager
