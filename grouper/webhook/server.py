@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from grouper.webhook.admission import Admission
+from grouper.webhook.certs import RELOAD_INTERVAL_SECONDS, CertificateReloader
 from grouper.webhook.limits import (
     MAX_BODY_BYTES,
     BodyTooLarge,
@@ -98,6 +99,7 @@ class WebhookServer:
         *,
         client_ca: str = "",
         allow_unauthenticated: bool = False,
+        reload_interval: float = RELOAD_INTERVAL_SECONDS,
     ) -> None:
         check_client_auth(client_ca, allow_unauthenticated)
         if not client_ca:
@@ -121,10 +123,16 @@ class WebhookServer:
         self._server: _Server | None = None
         self._sock: socket.socket | None = None
         self.task: asyncio.Task[None] | None = None
+        self.cert_file, self.key_file, self.reload_interval = cert_file, key_file, reload_interval
+        self.reloader: CertificateReloader | None = None  # a renewed certificate is served without a restart
+        self._reloading: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if not self.config.loaded:  # once: a restart after the server stopped reuses it (uvicorn loads once)
             self.config.load()  # reads the certificates: a bad one fails here, not on the first call
+            assert self.config.ssl is not None
+            self.reloader = CertificateReloader(self.config.ssl, self.cert_file, self.key_file,
+                                                interval=self.reload_interval)
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -144,6 +152,8 @@ class WebhookServer:
             await asyncio.sleep(0.01)
         if self.task.done():
             self.task.result()
+        if self.reloader is not None and (self._reloading is None or self._reloading.done()):
+            self._reloading = asyncio.create_task(self.reloader.run(), name="webhook-certificate")
         log.info("admission webhook listening on %s", self.url)
 
     @property
@@ -157,6 +167,11 @@ class WebhookServer:
                 and not self.task.done())
 
     async def stop(self) -> None:
+        if self._reloading is not None:
+            self._reloading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloading
+            self._reloading = None
         if self._server is not None:
             self._server.should_exit = True
         if self.task is not None:

@@ -138,10 +138,12 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ca = pki.generate(d / "cluster")
     serving = pki.issue_serving_cert(ca, d / "issued", "webhook")
     other = pki.issue_serving_cert(ca, d / "issued", "someone")  # signed by the cluster CA, not the client CA
+    renewed = pki.issue_serving_cert(ca, d / "issued", "webhook-renewed")  # the same name, a new key
     client_ca, client_cert, client_key = pki.webhook_client(d / "client")
     return {
         "ca": ca.ca_cert, "cert": serving[0], "key": serving[1], "client_ca": client_ca,
         "client_cert": client_cert, "client_key": client_key, "other_cert": other[0], "other_key": other[1],
+        "renewed_cert": renewed[0], "renewed_key": renewed[1],
     }  # fmt: skip
 
 
@@ -267,3 +269,88 @@ def test_over_tls_a_chunked_300_mb_body_is_cut_at_the_limit(
     print(f"\n[measure] chunked over TLS: {sent} B sent of {HOSTILE} before the answer")
     assert status == 413
     assert sent < 64 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- a renewed certificate
+
+
+def _mount(directory: Path, version: str, cert: Path, key: Path) -> None:
+    """Put a certificate pair in ``directory`` the way the kubelet updates a Secret volume: the files in a new
+    directory, then the ``..data`` symlink swapped to it in one rename (``tls.crt`` -> ``..data/tls.crt``)."""
+    (directory / version).mkdir()
+    (directory / version / "tls.crt").write_bytes(cert.read_bytes())
+    (directory / version / "tls.key").write_bytes(key.read_bytes())
+    (directory / "..data_tmp").symlink_to(version)
+    (directory / "..data_tmp").rename(directory / "..data")
+    for name in ("tls.crt", "tls.key"):
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(f"..data/{name}")
+
+
+def _presented(port: int, certs: dict[str, Path]) -> bytes:
+    """The certificate a new handshake gets (DER)."""
+    with tls(port, certs, "client") as s:
+        der = s.getpeercert(binary_form=True)
+        assert der is not None
+        status, _ = post(s, review_bytes())  # and the handshake serves admissions
+        assert status == 200
+        return der
+
+
+def _der(path: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(path.read_text())
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, certs: dict[str, Path]) -> None:
+    """cert-manager renews the certificate and the kubelet swaps the mounted files: the next handshakes
+    present the new one (read by the server's own polling), also after the server restarted; a pair that
+    does not load (the certificate renewed, its key not yet) is never applied, the old one is served on."""
+    mounted = tmp_path / "serving-certs"
+    mounted.mkdir()
+    _mount(mounted, "v1", certs["cert"], certs["key"])
+    loop = asyncio.new_event_loop()
+    srv = WebhookServer(Admission(not_ours), "127.0.0.1:0", str(mounted / "tls.crt"), str(mounted / "tls.key"),
+                        client_ca=str(certs["client_ca"]), reload_interval=0.05)
+    loop.run_until_complete(srv.start())
+    import threading
+
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+
+    def on_loop(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+
+    def presented_within(expected: Path, seconds: float = 30.0) -> None:
+        import time
+
+        deadline = time.monotonic() + seconds
+        while _presented(srv.port, certs) != _der(expected):
+            assert time.monotonic() < deadline, f"still not presenting {expected.name}"
+            time.sleep(0.05)
+
+    try:
+        assert _presented(srv.port, certs) == _der(certs["cert"])
+        for version, new in enumerate(("renewed", "", "renewed"), start=2):  # renewed, back, renewed again
+            _mount(mounted, f"v{version}", certs[f"{new}_cert".lstrip("_")], certs[f"{new}_key".lstrip("_")])
+            presented_within(certs[f"{new}_cert".lstrip("_")])  # by the polling task
+        assert srv.reloader is not None and srv.reloader.reloads == 3
+
+        async def check() -> bool:
+            assert srv.reloader is not None
+            return srv.reloader.check()
+
+        on_loop(srv.stop())  # its polling stops with it: check() by hand from here
+        (mounted / "tls.crt").unlink()  # half renewed: a new certificate beside the old key
+        (mounted / "tls.crt").write_bytes(certs["cert"].read_bytes())
+        assert on_loop(check()) is False
+        on_loop(srv.start())  # the restart keeps the context: the old pair, whole
+        assert _presented(srv.port, certs) == _der(certs["renewed_cert"])
+        (mounted / "tls.key").unlink()
+        (mounted / "tls.key").write_bytes(certs["key"].read_bytes())  # the key follows
+        presented_within(certs["cert"])
+        assert srv.reloader.reloads == 4
+    finally:
+        on_loop(srv.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
