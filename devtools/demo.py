@@ -256,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--webhook-cert-file={cert}",
                 f"--webhook-key-file={key}",
                 f"--webhook-client-ca={cluster.webhook_client_ca}",  # only the API server may call it
+                "--webhook-shutdown-delay-seconds=0",  # no Service in front of it: nothing to wait out at exit
             ]
             # Registered first, as a chart installs it with the Deployment: the API server has picked the
             # configuration up long before the grouper is ready (its readiness includes the webhook listening),

@@ -22,6 +22,8 @@ Unlike upstream's plain pings (kai-podgrouper.md §4.4):
   server calls it as soon as its configuration is registered; a call refused is a pod admitted unchanged
   (``failurePolicy: Ignore``), and with the upstream backend that pod can never join its PodGroup. So a
   replica is not ready, and a Service sends it no admission, until its webhook listens;
+- *shutdown* (only while shutting down): failing from SIGTERM on, so the replica leaves its Service's
+  endpoints while it still answers (its webhook for ``--webhook-shutdown-delay-seconds``);
 - *role*: ``leader`` / ``standby`` / ``single`` is reported. A standby with warm caches and a reachable
   API server IS ready: it serves the API and takes over the moment it wins the lease.
 
@@ -129,6 +131,8 @@ def readiness(s: HealthSnapshot, limits: HealthLimits) -> Health:
         else:
             checks.append(Check(name="webhook", ok=False, message=(
                 f"not serving at {s.webhook} yet: a pod admitted now would not be put in its group")))
+    if s.stopping:
+        checks.append(Check(name="shutdown", ok=False, message="shutting down: send nothing new here"))
     checks.append(Check(name="role", ok=True, message=f"{s.role} (a standby replica is ready)"))
     return _response(checks, s)
 

@@ -22,6 +22,7 @@ class HealthSnapshot:
     watches, any request); ``api_error``: the last failure of the probe, while failing.
     ``webhook``: the admission webhook's address when it is configured ("" when it is not);
     ``webhook_serving``: whether it accepts connections now.
+    ``stopping``: the service is shutting down (on SIGTERM).
     """
 
     role: Role
@@ -38,6 +39,7 @@ class HealthSnapshot:
     api_error: str | None = None
     webhook: str = ""
     webhook_serving: bool = False
+    stopping: bool = False
     started_at: float = field(default_factory=time.monotonic)
     now: float = field(default_factory=time.monotonic)
 

@@ -21,6 +21,7 @@ import gc
 import logging
 import signal
 import socket
+import time
 import uuid
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -269,18 +270,27 @@ class Service:
         if self.stopped.is_set():
             return
         self._stopping = True
+        began = time.monotonic()
         log.info("shutting down")
+        if self.status is not None:
+            self.status.stopping = True  # not ready: the replica leaves its Service's endpoints
         if self.controller is not None:
             self.controller.queue.shutdown()
             await self.controller.stop_workers(drain=self.settings.shutdown_drain_seconds)
         if self.leader is not None:
             await self.supervisor.stop("leader-election")  # no renewal races the release
             await self.leader.release()
+        if self.webhook is not None:
+            # The API server calls this replica until the endpoint change has reached it (and kube-proxy):
+            # answer on meanwhile, from caches still watching, for the pods created in those seconds.
+            left = self.settings.webhook_shutdown_delay_seconds - (time.monotonic() - began)
+            if left > 0 and self.webhook.serving:
+                log.info("admission webhook answers %.1fs more while this replica leaves its endpoints", left)
+                await asyncio.sleep(left)
+            await self.webhook.stop()
         if self.controller is not None:
             await self.controller.shutdown(drain=0)
         await self.supervisor.stop()
-        if self.webhook is not None:
-            await self.webhook.stop()
         if self.http is not None:
             await self.http.stop()
         for client in (self.client, self.control):

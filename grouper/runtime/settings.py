@@ -178,6 +178,7 @@ class RunSettings:
     webhook_key_file: str = ""
     webhook_client_ca: str = ""
     webhook_allow_unauthenticated: bool = False
+    webhook_shutdown_delay_seconds: float = 5.0
     workload_info_metrics: bool = False
 
     def grouping_config(self) -> GroupingConfig:
@@ -281,6 +282,11 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         parse_bool,
         "serve the webhook without --webhook-client-ca, answering anyone who reaches its port (only for "
         "an API server that cannot present a client certificate; restrict the port to it)",
+    ),
+    "webhook-shutdown-delay-seconds": (
+        non_negative_float,
+        "on SIGTERM, go unready at once but answer admissions this long more: the API server calls this "
+        "replica until its endpoint is gone, and a call refused admits the pod unchanged",
     ),
     "workload-info-metrics": (
         parse_bool,

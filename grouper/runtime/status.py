@@ -35,6 +35,7 @@ class ServiceStatus:
     probe: ApiProbe | None = None
     webhook_address: str = ""  # --webhook-bind-address: readiness waits for the webhook when it is set
     webhook: WebhookServer | None = None  # the server, once the service created it
+    stopping: bool = False  # set on SIGTERM: readiness fails from then on
 
     @property
     def recorder(self) -> EventRecorder:
@@ -79,6 +80,7 @@ class ServiceStatus:
             api_error=self.probe.last_error if self.probe is not None else None,
             webhook=(self.webhook.url if self.webhook is not None else self.webhook_address),
             webhook_serving=self.webhook is not None and self.webhook.serving,
+            stopping=self.stopping,
             started_at=ctl.started_at or now,
             now=now,
         )

@@ -178,6 +178,16 @@ def test_a_replica_whose_webhook_does_not_listen_is_not_ready() -> None:
     assert {c.name: c.message for c in body.checks}["webhook"] == f"serving admission at {url}"
 
 
+def test_a_replica_shutting_down_is_not_ready_but_alive() -> None:
+    now = time.monotonic()
+    snap = HealthSnapshot(role="leader", informers={"Pod.v1": True}, last_api_contact=now, now=now, stopping=True)
+    body = readiness(snap, HealthLimits())
+    assert body.status == "failing"
+    assert {c.name: (c.ok, c.message) for c in body.checks}["shutdown"] == (
+        False, "shutting down: send nothing new here")
+    assert liveness(snap, HealthLimits()).status == "ok"  # no restart for it: it is leaving
+
+
 def test_health_bodies_are_what_the_api_schema_says() -> None:
     """The probes' bodies are built without pydantic (so ``grouper run`` answers them before importing it);
     the OpenAPI schema of ``/healthz`` and ``/readyz`` is ``HealthResponse``: each body is exactly a valid one."""

@@ -131,13 +131,17 @@ class GrouperThread:
                 return None
 
             leader.release = _no_release  # type: ignore[method-assign]
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
+        self.begin_stop()
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise TimeoutError("grouper did not stop")
         if self.error is not None:
             raise RuntimeError(f"grouper crashed: {self.error!r}") from self.error
+
+    def begin_stop(self) -> None:
+        """What SIGTERM does, without waiting for the service to stop (:meth:`stop` waits)."""
+        assert self._stop is not None
+        self.loop.call_soon_threadsafe(self._stop.set)
 
     def __enter__(self) -> GrouperThread:
         return self.start()

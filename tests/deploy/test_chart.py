@@ -159,7 +159,7 @@ def test_every_arg_value_reaches_its_flag() -> None:
         "logFormat": "text", "shutdownDrainSeconds": 2.5, "batchWindowSeconds": 0.05, "watchList": False, "eventLoop": "asyncio", "identity": "me", "extraOwnerKinds": "Foo.example.com",
         "backend": "upstream", "webhookBindAddress": "0.0.0.0:9443", "webhookCertFile": "/certs/tls.crt",
         "webhookKeyFile": "/certs/tls.key", "webhookClientCa": "/certs/client-ca.crt",
-        "webhookAllowUnauthenticated": True, "workloadInfoMetrics": True,
+        "webhookAllowUnauthenticated": True, "webhookShutdownDelaySeconds": 7.5, "workloadInfoMetrics": True,
     }
     assert set(values) == {camel(f) for f in FLAGS}
     objs = objects(chart.template({"args": values, "replicas": 1}))

@@ -106,6 +106,34 @@ def test_not_ready_while_its_webhook_does_not_listen(sched_cluster: LocalCluster
             skube.delete(f"/apis/{ADMISSION}/mutatingwebhookconfigurations/back-{sns}", ignore_missing=True)
 
 
+def test_on_sigterm_it_goes_unready_and_its_webhook_answers_on(
+    sched_cluster: LocalCluster, skube: Kube, sns: str
+) -> None:
+    """In a rolling update the API server calls a terminating replica until the endpoint change reached it:
+    the replica is not ready from SIGTERM on, and its webhook answers ``--webhook-shutdown-delay-seconds``
+    more, from caches still watching. Its workers stopped at SIGTERM, so a pod created then that is in its
+    PodGroup was put there at admission (and no pod was patched)."""
+    label_namespace(skube, sns)
+    with grouper_with_webhook(sched_cluster, skube, sns, webhook_shutdown_delay_seconds=20.0) as g:
+        port = g.service.http_port
+        g.begin_stop()
+
+        def shutting_down() -> bool:
+            r = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+            return r.status_code == 503 and any(c["name"] == "shutdown" and not c["ok"] for c in r.json()["checks"])
+
+        wait_until(shutting_down, 30, what="/readyz 503 once shutting down")
+        wait_until(lambda: not g.controller.workers.running, 30, what="the workers stopped")
+        created = skube.create(
+            f"/apis/batch/v1/namespaces/{sns}/jobs",
+            job("late", 3, annotations={"kai.scheduler/batch-min-member": "3"}),
+        )
+        ps = wait_until(lambda: annotated(skube, sns, 3, "job-name=late"), 15, what="pods grouped at admission")
+        assert {p["metadata"]["annotations"][ANNOTATION] for p in ps} == {f"pg-late-{created['metadata']['uid']}"}
+        assert g.requests("patch", "pods") == 0
+        assert g.service.webhook is not None and g.service.webhook.serving  # still within the delay
+
+
 def _admitted_after(skube: Kube, sns: str, g: Any, before: int) -> bool:
     """Create a pod (dry run: nothing stays) and say whether the webhook answered one more admission."""
     skube.create(f"/api/v1/namespaces/{sns}/pods", _bare_pod(f"probe-{uuid.uuid4().hex[:6]}"), dryRun="All")

@@ -31,6 +31,7 @@ def grouper_with_webhook(
         cluster,
         namespace,
         webhook_bind_address="127.0.0.1:0",
+        webhook_shutdown_delay_seconds=settings.pop("webhook_shutdown_delay_seconds", 0.0),  # no Service here
         webhook_cert_file=str(cert),
         webhook_key_file=str(key),
         **{"webhook_client_ca": cluster.webhook_client_ca, **settings},
