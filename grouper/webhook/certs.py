@@ -50,21 +50,22 @@ class CertificateReloader:
         pair = self._read()
         if pair is None or pair == self._loaded or pair == self._refused:
             return False
-        # Both contexts load the bytes read once (a temporary copy): the pair checked is the pair applied.
-        with tempfile.TemporaryDirectory(prefix="webhook-cert-") as d:
-            cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
-            for path, data in ((cert, pair[0]), (key, pair[1])):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-            try:
+        # Both contexts load the bytes read once (a private temporary copy, in the chart's writable /tmp): the
+        # pair checked is the pair applied.
+        try:
+            with tempfile.TemporaryDirectory(prefix="webhook-cert-") as d:
+                cert, key = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+                for path, data in ((cert, pair[0]), (key, pair[1])):
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
                 ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
-            except (ssl.SSLError, OSError) as e:
-                self._refused = pair
-                log.warning("webhook serving certificate %s / %s changed but does not load (%s); still serving "
-                            "the one loaded before", self.cert_file, self.key_file, e)
-                return False
-            self.context.load_cert_chain(cert, key)
+                self.context.load_cert_chain(cert, key)  # the same bytes, just loaded whole above
+        except (ssl.SSLError, OSError) as e:
+            self._refused = pair
+            log.warning("webhook serving certificate %s / %s changed but does not load (%s); still serving the "
+                        "one loaded before", self.cert_file, self.key_file, e)
+            return False
         self._loaded, self._refused = pair, None
         self.reloads += 1
         log.info("webhook serving certificate reloaded from %s", self.cert_file)
@@ -73,7 +74,10 @@ class CertificateReloader:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            self.check()
+            try:
+                self.check()
+            except Exception:  # never end the polling: the next renewal must still be picked up
+                log.exception("webhook serving certificate: looking for a renewal failed")
 
 
 __all__ = ["RELOAD_INTERVAL_SECONDS", "CertificateReloader"]
