@@ -50,7 +50,7 @@ class HttpServer:
             app, host=self.host, port=self.port, log_level=log_level, access_log=False, lifespan="off",
             log_config=None, timeout_graceful_shutdown=5,
         )
-        self._server = _Server(self._config)
+        self._server = _Server(self._config)  # a new one at each start: a uvicorn server serves once
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -73,6 +73,7 @@ class HttpServer:
         sock.setblocking(False)
         self.port = sock.getsockname()[1]  # resolves port 0
         self._sock = sock
+        self._server = _Server(self._config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="http")
         while not self._server.started and not self._task.done():
             await asyncio.sleep(0.01)

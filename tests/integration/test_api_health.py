@@ -47,3 +47,29 @@ def test_bearer_token_guards_all_but_probes(cluster: Any, kube: Kube, namespace:
         ok = probe(g, "/podgroups", Authorization="Bearer integration-token")
         assert ok.status_code == 200 and ok.json() == {"items": [], "errors": [], "continue": None}
         assert probe(g, "/metrics", Authorization="Bearer integration-token").status_code == 200
+
+
+def test_the_http_server_is_restarted_when_it_stops(cluster: Any, kube: Kube, namespace: str) -> None:
+    """The probes live on the HTTP server: when it stops by itself the service starts it again on the same
+    port (after the supervisor's back-off), and the probes answer as before; three times."""
+    label_namespace(kube, namespace)
+    with GrouperThread(cluster, namespace) as g:
+        http = g.service.http
+        assert http is not None
+        for _ in range(3):
+            g.call(http.stop())
+            try:
+                probe(g, "/healthz")
+                raise AssertionError("the stopped HTTP server answered")
+            except httpx.ConnectError:
+                pass
+            wait_until(lambda: _answers(g), 30, what="the HTTP server back")
+            assert probe(g, "/readyz").status_code == 200
+        assert g.service.supervisor.fatal is None
+
+
+def _answers(g: GrouperThread) -> bool:
+    try:
+        return probe(g, "/healthz").status_code == 200
+    except httpx.ConnectError:
+        return False
