@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller.harness import GrouperThread
-from kube import Kube
+from kube import Kube, KubeError, wait_until
 
 from devtools.cluster import LocalCluster
 from devtools.webhook_config import ADMISSION
@@ -43,8 +44,29 @@ def grouper_with_webhook(
                 f"/apis/{ADMISSION}/mutatingwebhookconfigurations",
                 webhook_configuration(name, namespace, g.service.webhook.port, cluster.ca_file),
             )
+            called_by_the_api_server(kube, namespace, g)
         try:
             yield g
         finally:
             if register:
                 kube.delete(f"/apis/{ADMISSION}/mutatingwebhookconfigurations/{name}", ignore_missing=True)
+
+
+def called_by_the_api_server(kube: Kube, namespace: str, g: GrouperThread) -> None:
+    """Wait until the API server calls the webhook for a pod CREATE in ``namespace``: it takes a configuration
+    into its admission chain from its own watch, moments after it was created, and a pod created before that
+    is admitted unchanged. The probe is a dry run (nothing is stored, the reconciler sees nothing)."""
+    admission = g.service.admission
+    assert admission is not None
+    before = admission.admitted
+
+    def called() -> bool:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{uuid.uuid4().hex[:8]}"},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        try:
+            kube.create(f"/api/v1/namespaces/{namespace}/pods", pod, dryRun="All")
+        except KubeError:  # the namespace's default ServiceAccount not made yet
+            return False
+        return admission.admitted > before
+
+    wait_until(called, 30, what="the API server calling the webhook")
