@@ -123,7 +123,7 @@ class WebhookServer:
         self._server: _Server | None = None
         self._sock: socket.socket | None = None
         self.task: asyncio.Task[None] | None = None
-        self.cert_file, self.key_file, self.reload_interval = cert_file, key_file, reload_interval
+        self.reload_interval = reload_interval
         self.reloader: CertificateReloader | None = None  # a renewed certificate is served without a restart
         self._reloading: asyncio.Task[None] | None = None
 
@@ -131,8 +131,8 @@ class WebhookServer:
         if not self.config.loaded:  # once: a restart after the server stopped reuses it (uvicorn loads once)
             self.config.load()  # reads the certificates: a bad one fails here, not on the first call
             assert self.config.ssl is not None
-            self.reloader = CertificateReloader(self.config.ssl, self.cert_file, self.key_file,
-                                                interval=self.reload_interval)
+            self.reloader = CertificateReloader(self.config.ssl, str(self.config.ssl_certfile),
+                                                str(self.config.ssl_keyfile), interval=self.reload_interval)
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -13,7 +13,13 @@ import httpx
 import pytest
 from controller.harness import ANNOTATION, annotated, job, label_namespace
 from kube import Kube, wait_until
-from webhooks import ADMISSION, called_by_the_api_server, grouper_with_webhook, webhook_configuration
+from webhooks import (
+    ADMISSION,
+    bare_pod,
+    called_by_the_api_server,
+    grouper_with_webhook,
+    webhook_configuration,
+)
 
 from devtools.cluster import LocalCluster
 
@@ -84,18 +90,14 @@ def test_not_ready_while_its_webhook_does_not_listen(sched_cluster: LocalCluster
         hook = g.service.webhook
         assert hook is not None
 
-        def readyz() -> tuple[int, dict[str, tuple[bool, str]]]:
-            r = httpx.get(f"http://127.0.0.1:{g.service.http_port}/readyz", timeout=10)
-            return r.status_code, {c["name"]: (c["ok"], c["message"]) for c in r.json()["checks"]}
-
         for _ in range(3):
-            wait_until(lambda: readyz()[0] == 200, 30, what="ready, its webhook listening")
-            assert readyz()[1]["webhook"] == (True, f"serving admission at {hook.url}")
+            wait_until(lambda: readyz(g)[0] == 200, 30, what="ready, its webhook listening")
+            assert readyz(g)[1]["webhook"] == (True, f"serving admission at {hook.url}")
             g.call(hook.stop())  # the supervisor restarts it after a back-off of at least 1 s
-            code, checks = readyz()
+            code, checks = readyz(g)
             assert code == 503 and checks["webhook"] == (
                 False, f"not serving at {hook.url} yet: a pod admitted now would not be put in its group")
-        wait_until(lambda: readyz()[0] == 200, 30, what="ready again")
+        wait_until(lambda: readyz(g)[0] == 200, 30, what="ready again")
         skube.create(f"/apis/{ADMISSION}/mutatingwebhookconfigurations",
                      webhook_configuration(f"back-{sns}", sns, hook.port, sched_cluster.ca_file))
         try:  # the webhook listening again answers the API server
@@ -113,14 +115,9 @@ def test_on_sigterm_it_goes_unready_and_its_webhook_answers_on(
     PodGroup was put there at admission (and no pod was patched)."""
     label_namespace(skube, sns)
     with grouper_with_webhook(sched_cluster, skube, sns, webhook_shutdown_delay_seconds=20.0) as g:
-        port = g.service.http_port
         g.begin_stop()
-
-        def shutting_down() -> bool:
-            r = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
-            return r.status_code == 503 and any(c["name"] == "shutdown" and not c["ok"] for c in r.json()["checks"])
-
-        wait_until(shutting_down, 30, what="/readyz 503 once shutting down")
+        wait_until(lambda: readyz(g)[1].get("shutdown", (True, ""))[0] is False, 30, what="unready: shutting down")
+        assert readyz(g)[0] == 503
         wait_until(lambda: not g.controller.workers.running, 30, what="the workers stopped")
         created = skube.create(
             f"/apis/batch/v1/namespaces/{sns}/jobs",
@@ -130,6 +127,12 @@ def test_on_sigterm_it_goes_unready_and_its_webhook_answers_on(
         assert {p["metadata"]["annotations"][ANNOTATION] for p in ps} == {f"pg-late-{created['metadata']['uid']}"}
         assert g.requests("patch", "pods") == 0
         assert g.service.webhook is not None and g.service.webhook.serving  # still within the delay
+
+
+def readyz(g: Any) -> tuple[int, dict[str, tuple[bool, str]]]:
+    """``/readyz``'s status and its checks by name: (ok, message)."""
+    r = httpx.get(f"http://127.0.0.1:{g.service.http_port}/readyz", timeout=10)
+    return r.status_code, {c["name"]: (c["ok"], c["message"]) for c in r.json()["checks"]}
 
 
 def _patch_counts(g: Any) -> tuple[dict[str, float], dict[str, float]]:
@@ -161,14 +164,14 @@ def test_only_the_api_server_may_call_the_webhook(sched_cluster: LocalCluster, s
     label_namespace(skube, sns)
     with grouper_with_webhook(sched_cluster, skube, sns) as g:
         assert g.service.webhook is not None and g.service.admission is not None
-        skube.create(f"/api/v1/namespaces/{sns}/pods", _bare_pod("solo"))
+        skube.create(f"/api/v1/namespaces/{sns}/pods", bare_pod("solo"))
         assert g.service.admission.admitted >= 1  # the API server's call came through (Ignore would hide a refusal)
         other_cert, other_key = sched_cluster.serving_cert(f"someone-{sns}")
         for client in (None, (other_cert, other_key)):
             ctx = ssl.create_default_context(cafile=sched_cluster.ca_file)
             if client is not None:
                 ctx.load_cert_chain(str(client[0]), str(client[1]))
-            review = json.dumps({"request": {"uid": "u", "operation": "CREATE", "object": _bare_pod("x")}})
+            review = json.dumps({"request": {"uid": "u", "operation": "CREATE", "object": bare_pod("x")}})
             request = (
                 f"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Length: {len(review)}\r\n\r\n{review}".encode()
             )
@@ -178,7 +181,3 @@ def test_only_the_api_server_may_call_the_webhook(sched_cluster: LocalCluster, s
                     s.sendall(request)
                     if not s.recv(4096):
                         raise ConnectionError("closed without an answer")
-
-
-def _bare_pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}

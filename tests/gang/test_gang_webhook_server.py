@@ -5,15 +5,18 @@ on 127.0.0.1 with certificates made by devtools.cluster.pki."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import select
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kube import wait_until
 
 from devtools.cluster import pki
 from grouper.runtime.service import Service
@@ -147,24 +150,29 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }  # fmt: skip
 
 
-@pytest.fixture
-def server(certs: dict[str, Path]) -> Iterator[tuple[int, asyncio.AbstractEventLoop]]:
+@contextlib.contextmanager
+def serving(srv: WebhookServer) -> Iterator[asyncio.AbstractEventLoop]:
+    """``srv`` started and served by its own event loop in a thread; stopped at the end."""
     loop = asyncio.new_event_loop()
-    srv = WebhookServer(
-        Admission(not_ours), "127.0.0.1:0", str(certs["cert"]), str(certs["key"]), client_ca=str(certs["client_ca"])
-    )
     loop.run_until_complete(srv.start())
-    import threading
-
     t = threading.Thread(target=loop.run_forever, daemon=True)
     t.start()
     try:
-        yield srv.port, loop
+        yield loop
     finally:
         asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         t.join(10)
         loop.close()
+
+
+@pytest.fixture
+def server(certs: dict[str, Path]) -> Iterator[tuple[int, asyncio.AbstractEventLoop]]:
+    srv = WebhookServer(
+        Admission(not_ours), "127.0.0.1:0", str(certs["cert"]), str(certs["key"]), client_ca=str(certs["client_ca"])
+    )
+    with serving(srv) as loop:
+        yield srv.port, loop
 
 
 def tls(port: int, certs: dict[str, Path], client: str | None) -> ssl.SSLSocket:
@@ -308,32 +316,22 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, certs
     mounted = tmp_path / "serving-certs"
     mounted.mkdir()
     _mount(mounted, "v1", certs["cert"], certs["key"])
-    loop = asyncio.new_event_loop()
     srv = WebhookServer(Admission(not_ours), "127.0.0.1:0", str(mounted / "tls.crt"), str(mounted / "tls.key"),
                         client_ca=str(certs["client_ca"]), reload_interval=0.05)
-    loop.run_until_complete(srv.start())
-    import threading
 
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
+    def presented_soon(expected: Path) -> None:  # by the server's own polling
+        wait_until(lambda: _presented(srv.port, certs) == _der(expected), 30, what=f"{expected.name} presented")
 
-    def on_loop(coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
-
-    def presented_within(expected: Path, seconds: float = 30.0) -> None:
-        import time
-
-        deadline = time.monotonic() + seconds
-        while _presented(srv.port, certs) != _der(expected):
-            assert time.monotonic() < deadline, f"still not presenting {expected.name}"
-            time.sleep(0.05)
-
-    try:
+    with serving(srv) as loop:
         assert _presented(srv.port, certs) == _der(certs["cert"])
-        for version, new in enumerate(("renewed", "", "renewed"), start=2):  # renewed, back, renewed again
-            _mount(mounted, f"v{version}", certs[f"{new}_cert".lstrip("_")], certs[f"{new}_key".lstrip("_")])
-            presented_within(certs[f"{new}_cert".lstrip("_")])  # by the polling task
+        renewals = [("renewed_cert", "renewed_key"), ("cert", "key"), ("renewed_cert", "renewed_key")]  # and back
+        for version, (cert, key) in enumerate(renewals, start=2):
+            _mount(mounted, f"v{version}", certs[cert], certs[key])
+            presented_soon(certs[cert])
         assert srv.reloader is not None and srv.reloader.reloads == 3
+
+        def on_loop(coro: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
 
         async def check() -> bool:
             assert srv.reloader is not None
@@ -347,10 +345,5 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, certs
         assert _presented(srv.port, certs) == _der(certs["renewed_cert"])
         (mounted / "tls.key").unlink()
         (mounted / "tls.key").write_bytes(certs["key"].read_bytes())  # the key follows
-        presented_within(certs["cert"])
+        presented_soon(certs["cert"])
         assert srv.reloader.reloads == 4
-    finally:
-        on_loop(srv.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
-        loop.close()

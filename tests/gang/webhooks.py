@@ -61,12 +61,17 @@ def called_by_the_api_server(kube: Kube, namespace: str, g: GrouperThread) -> No
     before = admission.admitted
 
     def called() -> bool:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{uuid.uuid4().hex[:8]}"},
-               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
         try:
-            kube.create(f"/api/v1/namespaces/{namespace}/pods", pod, dryRun="All")
+            kube.create(f"/api/v1/namespaces/{namespace}/pods", bare_pod(f"probe-{uuid.uuid4().hex[:8]}"),
+                        dryRun="All")
         except KubeError:  # the namespace's default ServiceAccount not made yet
             return False
         return admission.admitted > before
 
     wait_until(called, 30, what="the API server calling the webhook")
+
+
+def bare_pod(name: str) -> dict[str, Any]:
+    """A pod of no workload (the default grouper's own)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
