@@ -34,3 +34,13 @@ def test_tuning_is_frozen_and_documented() -> None:
     source = inspect.getsource(sys.modules[Tuning.__module__])
     for f in dataclasses.fields(Tuning):  # each field is followed by its docstring
         assert f'{f.name}: {f.type} = ' in source and '"""' in source.split(f"{f.name}: ", 1)[1].split("\n", 2)[1]
+
+
+def test_write_budgets_follow_max_concurrent_reconciles() -> None:
+    # what --max-concurrent-reconciles promises (docs/operations.md): that many workers and PodGroup writes in
+    # flight, twice that many pod patches (no pass waits for its patches: those of every pass meet there)
+    ctl = build_controller(object(), ControllerSettings(max_concurrent_reconciles=7),  # type: ignore[arg-type]
+                           grouper=build_grouper(), metrics=Metrics(), supervisor=Supervisor())
+    assert ctl.reconciler.patcher.concurrency == 14
+    assert ctl.reconciler._group_sem._value == 7
+    assert ctl.workers.size == 7
