@@ -196,7 +196,9 @@ FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "nodepool-label-key": (str, "node-pool label copied from the pod to a new PodGroup ('' disables)"),
     "qps": (non_negative_float, "client-side API request rate (token bucket refill; 0 = unlimited)"),
     "burst": (positive_int, "client-side API request burst (token bucket size)"),
-    "max-concurrent-reconciles": (positive_int, "workloads reconciled concurrently and PodGroup writes in flight; pod patches in flight: twice this"),
+    "max-concurrent-reconciles": (
+        positive_int, "workloads reconciled concurrently and PodGroup writes in flight; pod patches in flight: twice this"
+    ),
     "leader-elect": (parse_bool, "run leader election; only the leader writes"),
     "generic-karta-fallback": (parse_bool, "use Karta definitions for kinds without a native plugin"),
     "knative-gang-schedule": (parse_bool, "one gang PodGroup per Knative revision (else per pod)"),
