@@ -35,6 +35,8 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 T = TypeVar("T")
+RETRIED = (429, 500, 503, 504)  # answered with Retry-After: come back later, nothing was done
+RETRIES = 5
 
 
 class KubeError(Exception):
@@ -110,6 +112,13 @@ class Kube:
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         resp = self._client.request(method, path, **kwargs)
+        for _ in range(RETRIES):  # as client-go and grouper.kube.transport: the server asked to come back
+            retry_after = resp.headers.get("retry-after", "")
+            if resp.status_code not in RETRIED or not retry_after:
+                break
+            # e.g. ``429 storage is (re)initializing`` while a just-registered CRD's watch cache fills
+            time.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0))
+            resp = self._client.request(method, path, **kwargs)
         body: Any
         try:
             body = resp.json() if resp.content else None
