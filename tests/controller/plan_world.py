@@ -254,6 +254,7 @@ def start_grouper(
     metrics: Metrics | None = None,
     handlers: bool = True,
     tuning: Tuning = BY_HAND,
+    max_concurrent_reconciles: int = ControllerSettings.max_concurrent_reconciles,
 ) -> Controller:
     """A grouper process over ``world``: the controller ``grouper run`` builds, its caches filled by one LIST
     of every kind (Kartas first, as ``Controller.start``), the handlers attached (they see every cached
@@ -261,10 +262,11 @@ def start_grouper(
     cluster's Kartas are applied to it (``KartaSync``); without, the grouper's registry is used as it is.
     ``handlers=False``: no event handler is attached (the cache's indexes are), so no pod is routed and
     nothing queued: the caller puts the pods it wants planned in the workload index. ``tuning``: by default
-    no pass is put off while patches fly (the caller runs each pass when it means to)."""
+    no pass is put off while patches fly (the caller runs each pass when it means to).
+    ``max_concurrent_reconciles``: the flag's budgets (PodGroup writes, twice that pod patches in flight)."""
     ctl = build_controller(
         FakeClient(world),  # type: ignore[arg-type]
-        ControllerSettings(resync_debounce=0.0, tuning=tuning),
+        ControllerSettings(resync_debounce=0.0, tuning=tuning, max_concurrent_reconciles=max_concurrent_reconciles),
         grouper=grouper,
         metrics=metrics or Metrics(),
         supervisor=Supervisor(),

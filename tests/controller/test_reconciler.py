@@ -41,14 +41,29 @@ class Client(FakeClient):
         super().__init__(world)
         self.hold = asyncio.Event()
         self.hold.set()
+        self.hold_groups = asyncio.Event()  # PodGroup creates, held the same way
+        self.hold_groups.set()
         self.fail: dict[str, ApiError] = {}  # pod name -> the error its next patch meets
         self.patches: list[str] = []
+        self.waiting = {"pods": 0, "podgroups": 0}  # requests held now
+        self.most = {"pods": 0, "podgroups": 0}  # the most held at once
+
+    async def _held(self, what: str, hold: asyncio.Event) -> None:
+        self.waiting[what] += 1
+        self.most[what] = max(self.most[what], self.waiting[what])
+        await hold.wait()
+        self.waiting[what] -= 1
+
+    async def create(self, path: str, obj: Any) -> Any:
+        if "/podgroups" in path:
+            await self._held("podgroups", self.hold_groups)
+        return await super().create(path, obj)
 
     async def merge_patch(self, path: str, patch: dict[str, Any], *, metadata_only: bool = False) -> Any:
         name = path.rsplit("/", 1)[-1]
         if "/pods/" in path:
             self.patches.append(name)
-            await self.hold.wait()
+            await self._held("pods", self.hold)
             err = self.fail.pop(name, None)
             if err is not None:
                 raise err
@@ -56,11 +71,11 @@ class Client(FakeClient):
 
 
 class Bench:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, **settings: Any) -> None:
         self.loop = loop
         self.world = World()
         self.grouper = build_grouper(GroupingConfig(), DefinitionRegistry(None))
-        self.ctl: Controller = start_grouper(self.world, self.grouper, metrics=Metrics())
+        self.ctl: Controller = start_grouper(self.world, self.grouper, metrics=Metrics(), **settings)
         self.world.grouper = self.ctl
         self.client = Client(self.world)
         self.ctl.writers.pods.client = self.client  # type: ignore[assignment]
@@ -75,13 +90,13 @@ class Bench:
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
-    def job(self, pods: int) -> dict[str, Any]:
+    def job(self, pods: int, name: str = "train") -> dict[str, Any]:
         job = self.world.put({"apiVersion": "batch/v1", "kind": "Job",
-                              "metadata": {"name": "train", "namespace": NS,
+                              "metadata": {"name": name, "namespace": NS,
                                            "annotations": {"kai.scheduler/batch-min-member": str(pods)}},
                               "spec": {"parallelism": pods}})
         for i in range(pods):
-            self.pod(job, f"train-{i}")
+            self.pod(job, f"{name}-{i}")
         return job
 
     def pod(self, owner: dict[str, Any], name: str) -> dict[str, Any]:
@@ -137,6 +152,43 @@ def test_a_pass_ends_with_its_patches_in_flight_and_they_land_after(bench: Bench
     bench.run(bench.landed())
     assert set(bench.marks().values()) == {pg} and sorted(bench.client.patches) == ["train-0", "train-1", "train-2"]
     assert [r.patched.result if r.patched else None for r in bench.ctl.store.pods(NS)] == ["patched"] * 3
+
+
+def test_max_concurrent_reconciles_bounds_podgroup_writes_and_twice_that_pod_patches() -> None:
+    """What ``--max-concurrent-reconciles`` promises (docs/operations.md): N PodGroup writes in flight and 2N pod
+    patches (no pass waits for its patches, so those of every pass meet at the patcher), whatever the number
+    of passes running; and everything held lands once the API server answers."""
+    loop = asyncio.new_event_loop()
+    bench = Bench(loop, max_concurrent_reconciles=3)
+    names = [f"job{i}" for i in range(8)]
+    for name in names:
+        bench.job(4, name)
+    bench.drain()
+    bench.client.hold.clear()
+    bench.client.hold_groups.clear()
+
+    async def run() -> list[Any]:
+        passes = [asyncio.ensure_future(bench.ctl.reconciler.reconcile(WorkloadKey(NS, "batch", "Job", n)))
+                  for n in names]
+        for _ in range(200):  # every pass runs until the API server holds it
+            await asyncio.sleep(0)
+        assert bench.client.waiting == {"pods": 0, "podgroups": 3}, "a new workload's PodGroup goes first"
+        bench.client.hold_groups.set()
+        results = await asyncio.gather(*passes)
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert bench.client.waiting["pods"] == 6 and bench.ctl.writers.pods.in_flight == 32
+        bench.client.hold.set()
+        await bench.landed()
+        return results
+
+    try:
+        results = bench.run(run())
+        assert [r.status for r in results] == ["ok"] * 8 and bench.client.most == {"pods": 6, "podgroups": 3}
+        assert len(bench.world.of(PODGROUP)) == 8 and None not in bench.marks().values()
+    finally:
+        loop.run_until_complete(bench.ctl.reconciler.settle())
+        loop.close()
 
 
 def test_a_second_pass_writes_nothing_and_decides_nothing(bench: Bench) -> None:
