@@ -110,15 +110,21 @@ class Kube:
         """The raw response (no status check)."""
         return self._client.request(method, path, **kwargs)
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The response, asked again while the server answers that it asks to be (as client-go and
+        grouper.kube.transport do): e.g. ``429 storage is (re)initializing`` while a just-registered CRD's
+        watch cache fills."""
         resp = self._client.request(method, path, **kwargs)
-        for _ in range(RETRIES):  # as client-go and grouper.kube.transport: the server asked to come back
+        for _ in range(RETRIES):
             retry_after = resp.headers.get("retry-after", "")
             if resp.status_code not in RETRIED or not retry_after:
                 break
-            # e.g. ``429 storage is (re)initializing`` while a just-registered CRD's watch cache fills
             time.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0))
             resp = self._client.request(method, path, **kwargs)
+        return resp
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self._send(method, path, **kwargs)
         body: Any
         try:
             body = resp.json() if resp.content else None
@@ -134,7 +140,7 @@ class Kube:
         return dict(self._call("GET", path, params=params or None))
 
     def exists(self, path: str) -> bool:
-        status = self._client.get(path).status_code
+        status = self._send("GET", path).status_code
         if status == 404:
             return False
         if status >= 300:
@@ -244,7 +250,7 @@ class Kube:
 
     def _resources(self, api_version: str, refresh: bool = False) -> dict[str, dict[str, Any]]:
         if refresh or api_version not in self._discovery:
-            resp = self._client.get(api_prefix(api_version))
+            resp = self._send("GET", api_prefix(api_version))
             if resp.status_code == 404:
                 self._discovery[api_version] = {}
             else:

@@ -59,6 +59,12 @@ def test_a_429_with_retry_after_is_asked_again_until_answered() -> None:
     assert seen == [PATH] * 3
 
 
+def test_exists_asks_again_too() -> None:
+    with server([(429, {"Retry-After": "0"})]) as (kube, seen):
+        assert kube.exists(PATH)
+    assert seen == [PATH] * 2
+
+
 def test_a_429_without_retry_after_is_the_callers_error_at_once() -> None:
     with server([(429, {})]) as (kube, seen), pytest.raises(KubeError) as err:
         kube.list(PATH)
