@@ -35,7 +35,7 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 T = TypeVar("T")
-RETRIED = (429, 500, 503, 504)  # answered with Retry-After: come back later, nothing was done
+RETRIED = (429, 500, 503, 504)  # with Retry-After: asked again, as client-go and grouper.kube.transport do
 RETRIES = 5
 
 
