@@ -27,6 +27,7 @@ import yaml
 
 from grouper.kube import config as kubeconfig
 from grouper.kube.config import ClusterConfig
+from grouper.kube.transport import retry_delay
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -35,8 +36,7 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 T = TypeVar("T")
-RETRIED = (429, 500, 503, 504)  # with Retry-After: asked again, as client-go and grouper.kube.transport do
-RETRIES = 5
+RETRIES = 5  # asked again at most this often when the server says to (grouper.kube.transport.retry_delay)
 
 
 class KubeError(Exception):
@@ -116,10 +116,10 @@ class Kube:
         watch cache fills."""
         resp = self._client.request(method, path, **kwargs)
         for _ in range(RETRIES):
-            retry_after = resp.headers.get("retry-after", "")
-            if resp.status_code not in RETRIED or not retry_after:
+            delay = retry_delay(resp.status_code, resp.headers.get("retry-after"))
+            if delay is None:
                 break
-            time.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0))
+            time.sleep(delay)
             resp = self._client.request(method, path, **kwargs)
         return resp
 

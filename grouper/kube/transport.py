@@ -36,6 +36,14 @@ JSON = "application/json"
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
 
 
+def retry_delay(status: int, retry_after: str | None) -> float | None:
+    """How long to wait before asking again when the server said to (429 / 5xx with ``Retry-After``, as client-go
+    does; at most 10 s); None: the answer stands. The tests' own client (tests/kube.py) follows the same rule."""
+    if status not in (429, 500, 503, 504) or not retry_after:
+        return None
+    return min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0)
+
+
 class ApiError(Exception):
     """A non-2xx answer from the API server (``status`` 0 = no answer: connection failure)."""
 
@@ -257,8 +265,9 @@ class KubeClient:
             if status == 401 and not refreshed and self.config.refresh_token():
                 refreshed = True
                 continue
-            if status in (429, 500, 503, 504) and retry_after and attempts < 4:
-                await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 10.0))
+            delay = retry_delay(status, retry_after)
+            if delay is not None and attempts < 4:
+                await asyncio.sleep(delay)
                 continue
             reason, message = _status_message(decoded, raw.decode(errors="replace"))
             raise ApiError(status, reason, message, decoded, method=method, path=path)
